@@ -1,0 +1,163 @@
+//! [`Balance`]: a `Clone` tower service that spreads requests over a dynamic
+//! set of endpoints.
+//!
+//! * **Picks in `call`**, with the request in hand (hash pickers can read a
+//!   header), then drives a clone of the picked endpoint's service with
+//!   `oneshot`. No `Buffer`, no background task: `Balance` is cheap to clone
+//!   and every clone shares one endpoint set.
+//! * **Never hangs.** With no endpoint to take a request, the response future
+//!   fails at once with [`Error::NoEndpoints`](crate::Error::NoEndpoints),
+//!   [`Overloaded`](crate::Error::Overloaded) (every endpoint at its in-flight
+//!   cap) or [`AllUnavailable`](crate::Error::AllUnavailable).
+//! * **Lock-free picks.** The endpoint set is an immutable snapshot swapped
+//!   atomically ([`arc_swap`]) on membership or weight changes; load and
+//!   latency change in place through atomics.
+//! * **Removal drains.** A removed endpoint takes no new picks from the moment
+//!   [`Handle::remove`] returns; its in-flight requests finish normally.
+//!
+//! ```
+//! use std::convert::Infallible;
+//! use tower::{Service, ServiceExt, service_fn};
+//! use tower_lb::{Balance, pick};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let replica = |name: &'static str| service_fn(move |req: u32| async move {
+//!     Ok::<_, Infallible>(format!("{name} got {req}"))
+//! });
+//! let mut lb = Balance::builder()
+//!     .picker(pick::RoundRobin::new())
+//!     .endpoint("a", replica("a"))
+//!     .endpoint("b", replica("b"))
+//!     .build()?;
+//! assert_eq!(lb.ready().await?.call(1).await?, "a got 1");
+//! assert_eq!(lb.ready().await?.call(2).await?, "b got 2");
+//!
+//! // Change membership at run time.
+//! lb.handle().remove(&"a");
+//! assert_eq!(lb.ready().await?.call(3).await?, "b got 3");
+//! # Ok(()) }
+//! ```
+
+mod builder;
+mod discover;
+mod future;
+mod handle;
+mod service;
+
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+
+pub use builder::Builder;
+pub use discover::{discover, spawn_discover};
+pub use future::ResponseFuture;
+pub use handle::Handle;
+
+use crate::classify::ErrIsFailure;
+use crate::endpoint::{EndpointState, Model};
+use crate::pick::sampler::Sampler;
+use crate::pick::{PeakEwma, Picker};
+use crate::rng::RngSource;
+
+/// A load balancer over a dynamic set of endpoints of type `S`, keyed by `K`.
+///
+/// `P` is the [picker](crate::pick) (default [`PeakEwma`]) and `C` the
+/// [classifier](crate::classify::Classify) (default: `Err` is a failure).
+/// Build one with [`Balance::builder`]; see the [module docs](self).
+pub struct Balance<K, S, P: Picker = PeakEwma, C = ErrIsFailure> {
+    pub(crate) shared: Arc<Shared<K, S, P, C>>,
+}
+
+impl<K, S, P: Picker, C> Clone for Balance<K, S, P, C> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<K, S, P: Picker, C> std::fmt::Debug for Balance<K, S, P, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Balance")
+            .field("picker", &self.shared.picker.name())
+            .field("endpoints", &self.shared.set.load().states.len())
+            .finish()
+    }
+}
+
+impl<K, S> Balance<K, S> {
+    /// A builder with the default picker ([`PeakEwma`]) and classifier.
+    pub fn builder() -> Builder<K, S> {
+        Builder::new()
+    }
+}
+
+impl<K, S, P: Picker, C> Balance<K, S, P, C> {
+    /// A handle to insert, remove and re-weight endpoints at run time.
+    pub fn handle(&self) -> Handle<K, S, P, C> {
+        Handle {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
+    /// The picker in use.
+    pub fn picker(&self) -> &P {
+        &self.shared.picker
+    }
+}
+
+/// State shared by every clone of one balancer and its handles.
+pub(crate) struct Shared<K, S, P: Picker, C> {
+    pub(crate) picker: P,
+    pub(crate) classify: C,
+    pub(crate) set: ArcSwap<Snapshot<K, S, P::Table>>,
+    /// Serialises writers (handle calls); readers never take it.
+    pub(crate) writer: Mutex<()>,
+    pub(crate) model: Arc<Model>,
+    pub(crate) cap: Option<usize>,
+    pub(crate) rng: RngSource,
+    pub(crate) next_id: AtomicU64,
+}
+
+/// One endpoint's identity and service.
+pub(crate) struct Entry<K, S> {
+    pub(crate) key: K,
+    pub(crate) service: S,
+}
+
+/// An immutable view of the endpoint set.
+pub(crate) struct Snapshot<K, S, T> {
+    pub(crate) entries: Vec<Arc<Entry<K, S>>>,
+    /// Parallel to `entries`; kept apart so pickers see a plain slice.
+    pub(crate) states: Vec<Arc<EndpointState>>,
+    pub(crate) sampler: Sampler,
+    pub(crate) table: T,
+}
+
+impl<K, S, T> Snapshot<K, S, T> {
+    pub(crate) fn new<P: Picker<Table = T>>(
+        picker: &P,
+        entries: Vec<Arc<Entry<K, S>>>,
+        states: Vec<Arc<EndpointState>>,
+    ) -> Self {
+        let weights: Vec<f64> = states.iter().map(|s| s.weight()).collect();
+        Self {
+            sampler: Sampler::new(&weights),
+            table: picker.table(&states),
+            entries,
+            states,
+        }
+    }
+}
+
+/// XXH64 (seed 0) over the key's `Hash` output. For `str`, `String`, integers
+/// and `SocketAddr` that output is a fixed byte sequence, so endpoint positions
+/// on a ring or Maglev table agree across processes and releases.
+pub(crate) fn key_hash<K: Hash + ?Sized>(key: &K) -> u64 {
+    let mut h = xxhash_rust::xxh64::Xxh64::new(0);
+    key.hash(&mut h);
+    h.finish()
+}

@@ -1,0 +1,92 @@
+use std::task::{Context as TaskContext, Poll};
+
+use tokio::time::Instant;
+use tower::ServiceExt;
+use tower_service::Service;
+
+use super::{Balance, Shared, Snapshot};
+use crate::classify::Classify;
+use crate::endpoint::InFlight;
+use crate::error::Error;
+use crate::pick::{Context, Pick, Picker};
+
+use super::future::ResponseFuture;
+
+/// A pick can lose a race for the last in-flight slot of a capped endpoint;
+/// it is repeated this many times before reporting `Overloaded`.
+const PICK_ATTEMPTS: usize = 3;
+
+impl<K, S, P, C, Req> Service<Req> for Balance<K, S, P, C>
+where
+    S: Service<Req> + Clone,
+    P: Pick<Req>,
+    C: Classify<S::Response, S::Error>,
+{
+    type Response = S::Response;
+    type Error = Error<S::Error>;
+    type Future = ResponseFuture<tower::util::Oneshot<S, Req>, S::Error, C>;
+
+    /// Always ready: readiness of the endpoints is handled per call (the
+    /// picked endpoint's clone is driven to readiness by `oneshot`), and a
+    /// call with no endpoint to take it fails at once.
+    fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Req) -> Self::Future {
+        let shared = &*self.shared;
+        let snap = shared.set.load();
+        let now = Instant::now();
+        match shared.dispatch(&snap, &req, now) {
+            Ok((service, guard)) => {
+                ResponseFuture::running(service.oneshot(req), guard, now, shared.classify.clone())
+            }
+            Err(e) => ResponseFuture::failed(e),
+        }
+    }
+}
+
+impl<K, S: Clone, P: Picker, C> Shared<K, S, P, C> {
+    /// Picks an endpoint for `req` and takes an in-flight slot on it.
+    pub(crate) fn dispatch<Req, E>(
+        &self,
+        snap: &Snapshot<K, S, P::Table>,
+        req: &Req,
+        now: Instant,
+    ) -> Result<(S, InFlight), Error<E>>
+    where
+        P: Pick<Req>,
+    {
+        let n = snap.states.len();
+        if n == 0 {
+            return Err(Error::NoEndpoints);
+        }
+        let cx = Context {
+            states: &snap.states,
+            sampler: &snap.sampler,
+            table: &snap.table,
+            now_ns: self.model.nanos(now),
+            rng: &self.rng,
+            cap: self.cap,
+        };
+        for _ in 0..PICK_ATTEMPTS {
+            let Some(i) = self.picker.pick(req, &cx) else {
+                break;
+            };
+            let Some(state) = snap.states.get(i) else {
+                break;
+            };
+            if let Some(guard) = state.try_acquire(self.cap) {
+                return Ok((snap.entries[i].service.clone(), guard));
+            }
+        }
+        let all_capped = self
+            .cap
+            .is_some_and(|cap| snap.states.iter().all(|s| s.in_flight() >= cap));
+        if all_capped {
+            Err(Error::Overloaded)
+        } else {
+            Err(Error::AllUnavailable)
+        }
+    }
+}

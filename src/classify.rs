@@ -1,0 +1,99 @@
+//! Response classification: what counts as a failure for an endpoint.
+//!
+//! [`Balance`](crate::Balance) asks its classifier about every completed call.
+//! A failure feeds the endpoint's latency model a penalty sample instead of its
+//! (often very short) latency, so a replica that fails in 1 ms does not look
+//! fast; it also counts toward the endpoint's failure counters that breakers and
+//! outlier ejection read.
+
+use std::time::Duration;
+
+/// What a completed call says about the endpoint that served it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The endpoint did its job (this includes a client's own 4xx mistakes).
+    Success,
+    /// The endpoint failed.
+    Failure(FailureKind),
+    /// Says nothing about the endpoint (e.g. a call the caller abandoned);
+    /// recorded neither as latency nor as success or failure.
+    Ignore,
+}
+
+/// The kind of a failure, for penalties, breakers, ejection and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FailureKind {
+    /// Any error from the inner service.
+    Error,
+    /// The call timed out.
+    Timeout,
+    /// The connection could not be made or was lost.
+    Connect,
+    /// The endpoint answered as a failing gateway (HTTP 502/503/504).
+    Gateway {
+        /// A server-provided back-off hint (`Retry-After`), if any.
+        retry_after: Option<Duration>,
+    },
+    /// The endpoint shed load (HTTP 429).
+    Overloaded {
+        /// A server-provided back-off hint (`Retry-After`), if any.
+        retry_after: Option<Duration>,
+    },
+    /// The call succeeded but took longer than the slow-call threshold.
+    Slow,
+}
+
+impl FailureKind {
+    /// The server's back-off hint, if the failure carried one.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            FailureKind::Gateway { retry_after } | FailureKind::Overloaded { retry_after } => {
+                *retry_after
+            }
+            _ => None,
+        }
+    }
+
+    /// True for failures that mean "the endpoint is not serving" rather than
+    /// "the endpoint served slowly".
+    pub fn is_hard(&self) -> bool {
+        !matches!(self, FailureKind::Slow)
+    }
+}
+
+/// Decides the [`Outcome`] of a call from its result and duration.
+///
+/// Implemented for closures `Fn(Result<&Res, &E>, Duration) -> Outcome`.
+/// Classifiers are cloned into each response future, so keep them cheap to
+/// clone (a unit struct, or an `Arc` inside).
+pub trait Classify<Res, E>: Clone + Send + Sync + 'static {
+    /// Classifies one completed call.
+    fn classify(&self, result: Result<&Res, &E>, latency: Duration) -> Outcome;
+}
+
+/// The default classifier: the inner service's `Err` is a failure, every
+/// `Ok` is a success.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ErrIsFailure;
+
+impl<Res, E> Classify<Res, E> for ErrIsFailure {
+    #[inline]
+    fn classify(&self, result: Result<&Res, &E>, _latency: Duration) -> Outcome {
+        match result {
+            Ok(_) => Outcome::Success,
+            Err(_) => Outcome::Failure(FailureKind::Error),
+        }
+    }
+}
+
+impl<Res, E, F> Classify<Res, E> for F
+where
+    F: Fn(Result<&Res, &E>, Duration) -> Outcome + Clone + Send + Sync + 'static,
+{
+    #[inline]
+    fn classify(&self, result: Result<&Res, &E>, latency: Duration) -> Outcome {
+        self(result, latency)
+    }
+}

@@ -1,0 +1,130 @@
+//! Peak-EWMA latency with a spread term, lock-free.
+//!
+//! Semantics follow Finagle's and tower's peak-EWMA: a sample above the
+//! estimate replaces it at once (peaks are believed immediately), otherwise
+//! `est = est·w + x·(1−w)` with `w = exp(−Δt/τ)` and Δt the time since the
+//! previous sample. The spread is an EWMA of `|x − est|` with the same weight,
+//! like TCP's RTTVAR.
+//!
+//! Unlike tower (which takes a `Mutex` and mutates the estimate on every
+//! read), reads here project the decay to "now" without writing anything: an
+//! idle endpoint's estimate shrinks toward zero as time passes, so a starved
+//! endpoint is eventually tried again.
+//!
+//! Both numbers live in one `AtomicU64` (two `f32` nanosecond values), so a
+//! reader always sees a consistent pair. The time of the last sample is a
+//! second atomic; two samples racing on one endpoint see Δt ≈ 0 for the later
+//! one, which then only counts if it is a peak (the same as tower under a race).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[derive(Debug)]
+pub(crate) struct Ewma {
+    /// High 32 bits: estimate (f32 ns); low 32 bits: spread (f32 ns).
+    packed: AtomicU64,
+    /// Nanoseconds since the balancer's epoch at the last sample.
+    stamp: AtomicU64,
+}
+
+#[inline]
+fn pack(est: f64, spread: f64) -> u64 {
+    (u64::from((est as f32).to_bits()) << 32) | u64::from((spread as f32).to_bits())
+}
+
+#[inline]
+fn unpack(v: u64) -> (f64, f64) {
+    (
+        f64::from(f32::from_bits((v >> 32) as u32)),
+        f64::from(f32::from_bits(v as u32)),
+    )
+}
+
+/// Weight of the old estimate after `dt_ns` with time constant `tau_ns`.
+#[inline]
+fn decay(dt_ns: u64, tau_ns: f64) -> f64 {
+    if dt_ns == 0 {
+        1.0
+    } else {
+        (-(dt_ns as f64) / tau_ns).exp()
+    }
+}
+
+impl Ewma {
+    /// Starts at `initial_ns` (the default RTT) as if sampled at `now_ns`.
+    pub(crate) fn new(initial_ns: f64, now_ns: u64) -> Self {
+        Self {
+            packed: AtomicU64::new(pack(initial_ns, 0.0)),
+            stamp: AtomicU64::new(now_ns),
+        }
+    }
+
+    /// Records one latency sample `x_ns` taken at `now_ns`.
+    pub(crate) fn observe(&self, x_ns: f64, now_ns: u64, tau_ns: f64) {
+        let prev = self.stamp.fetch_max(now_ns, Ordering::AcqRel);
+        let w = decay(now_ns.saturating_sub(prev), tau_ns);
+        let mut cur = self.packed.load(Ordering::Acquire);
+        loop {
+            let (est, spread) = unpack(cur);
+            let dev = (x_ns - est).abs();
+            let new_spread = spread * w + dev * (1.0 - w);
+            let new_est = if x_ns > est {
+                x_ns
+            } else {
+                est * w + x_ns * (1.0 - w)
+            };
+            match self.packed.compare_exchange_weak(
+                cur,
+                pack(new_est, new_spread),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// The estimate and spread projected to `now_ns`, without mutation.
+    #[inline]
+    pub(crate) fn read(&self, now_ns: u64, tau_ns: f64) -> (f64, f64) {
+        let (est, spread) = unpack(self.packed.load(Ordering::Acquire));
+        let stamp = self.stamp.load(Ordering::Acquire);
+        let w = decay(now_ns.saturating_sub(stamp), tau_ns);
+        (est * w, spread * w)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TAU: f64 = 10e9;
+
+    #[test]
+    fn peak_replaces_at_once() {
+        let e = Ewma::new(30e6, 0);
+        e.observe(500e6, 1_000, TAU);
+        let (est, _) = e.read(1_000, TAU);
+        assert!((est - 500e6).abs() < 1e3, "{est}");
+    }
+
+    #[test]
+    fn lower_samples_pull_down_with_time_weight() {
+        let e = Ewma::new(100e6, 0);
+        // One τ later, a 0 ns sample: est = 100ms · e^-1.
+        e.observe(0.0, 10_000_000_000, TAU);
+        let (est, spread) = e.read(10_000_000_000, TAU);
+        assert!((est - 100e6 * (-1f64).exp()).abs() < 1e3, "{est}");
+        assert!((spread - 100e6 * (1.0 - (-1f64).exp())).abs() < 1e3);
+    }
+
+    #[test]
+    fn read_projects_decay_without_mutating() {
+        let e = Ewma::new(100e6, 0);
+        let (a, _) = e.read(20_000_000_000, TAU);
+        assert!((a - 100e6 * (-2f64).exp()).abs() < 1e3);
+        // Reading again at an earlier time gives the undecayed value back.
+        let (b, _) = e.read(0, TAU);
+        assert!((b - 100e6).abs() < 1.0);
+    }
+}

@@ -1,0 +1,230 @@
+//! The one per-endpoint model of load, latency and outcomes.
+//!
+//! Every part of the crate (pickers, breakers, ejection, metrics, the lab)
+//! reads an endpoint's [`EndpointState`]; nothing keeps a second copy of "how
+//! is endpoint i doing". All fields change in place through atomics: a pick
+//! reads them without locks, a response writes them without locks.
+
+mod ewma;
+mod slow_start;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+pub use slow_start::SlowStart;
+
+use crate::classify::Outcome;
+use ewma::Ewma;
+
+/// Default decay time constant τ of the latency EWMA: 10 s, as in Finagle and
+/// linkerd. Long enough to smooth bursts, short enough that a replica which
+/// recovers (or an idle one) is re-explored within tens of seconds.
+pub const DEFAULT_DECAY: Duration = Duration::from_secs(10);
+
+/// Default latency assumed for an endpoint with no samples yet: 30 ms, linkerd's
+/// default RTT for a new endpoint.
+pub const DEFAULT_RTT: Duration = Duration::from_millis(30);
+
+/// Default latency sample recorded for a failed call: 1 s. A failure must cost
+/// more than any plausible success on an RPC path, so a fast-failing replica
+/// looks slow; the estimate decays back with τ once it answers again.
+pub const DEFAULT_FAILURE_PENALTY: Duration = Duration::from_secs(1);
+
+/// The longest `Retry-After` hint that is turned into a latency penalty: 30 s.
+pub const MAX_RETRY_AFTER_PENALTY: Duration = Duration::from_secs(30);
+
+/// Settings of the latency model, shared (read-only) by all endpoints of one
+/// balancer.
+#[derive(Debug)]
+pub(crate) struct Model {
+    pub(crate) epoch: Instant,
+    pub(crate) tau_ns: f64,
+    pub(crate) default_rtt_ns: f64,
+    pub(crate) penalty_ns: f64,
+    pub(crate) slow_start: Option<SlowStart>,
+}
+
+impl Model {
+    #[inline]
+    pub(crate) fn nanos(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.epoch).as_nanos() as u64
+    }
+}
+
+/// A latency estimate for an endpoint, projected to the time it was read.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimate {
+    /// Peak-EWMA latency, in nanoseconds.
+    pub mean_ns: f64,
+    /// EWMA of the absolute deviation from the estimate, in nanoseconds.
+    pub spread_ns: f64,
+}
+
+/// Live state of one endpoint: in-flight count, weight, latency and outcome
+/// counters.
+#[derive(Debug)]
+pub struct EndpointState {
+    id: u64,
+    key_hash: u64,
+    in_flight: AtomicUsize,
+    weight: AtomicU64,
+    latency: Ewma,
+    requests: AtomicU64,
+    failures: AtomicU64,
+    /// Start of this endpoint's slow-start ramp (ns since epoch), if it has one.
+    ramp_start: Option<u64>,
+    model: Arc<Model>,
+}
+
+impl EndpointState {
+    pub(crate) fn new(
+        id: u64,
+        key_hash: u64,
+        weight: f64,
+        model: Arc<Model>,
+        now: Instant,
+        ramp: bool,
+    ) -> Self {
+        let now_ns = model.nanos(now);
+        Self {
+            id,
+            key_hash,
+            in_flight: AtomicUsize::new(0),
+            weight: AtomicU64::new(weight.to_bits()),
+            latency: Ewma::new(model.default_rtt_ns, now_ns),
+            requests: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+            ramp_start: (ramp && model.slow_start.is_some()).then_some(now_ns),
+            model,
+        }
+    }
+
+    /// A number unique to this endpoint within its balancer, never reused.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// XXH64 (seed 0) of the endpoint key's `Hash` output: the endpoint's
+    /// position input for the hash pickers, the same in every process.
+    pub fn key_hash(&self) -> u64 {
+        self.key_hash
+    }
+
+    /// Requests dispatched to this endpoint and not yet finished.
+    #[inline]
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// The configured weight.
+    #[inline]
+    pub fn weight(&self) -> f64 {
+        f64::from_bits(self.weight.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn set_weight(&self, w: f64) {
+        self.weight.store(w.to_bits(), Ordering::Relaxed);
+    }
+
+    /// The weight after slow start, at `now_ns` (ns since the balancer's epoch).
+    #[inline]
+    pub(crate) fn effective_weight_ns(&self, now_ns: u64) -> f64 {
+        let w = self.weight();
+        match (self.ramp_start, &self.model.slow_start) {
+            (Some(start), Some(ss)) => w * ss.factor(now_ns.saturating_sub(start)),
+            _ => w,
+        }
+    }
+
+    /// The weight after slow start, at `now`.
+    pub fn effective_weight(&self, now: Instant) -> f64 {
+        self.effective_weight_ns(self.model.nanos(now))
+    }
+
+    #[inline]
+    pub(crate) fn estimate_ns(&self, now_ns: u64) -> Estimate {
+        let (mean_ns, spread_ns) = self.latency.read(now_ns, self.model.tau_ns);
+        Estimate { mean_ns, spread_ns }
+    }
+
+    /// The latency estimate projected to `now` (decay applied, nothing written).
+    pub fn estimate(&self, now: Instant) -> Estimate {
+        self.estimate_ns(self.model.nanos(now))
+    }
+
+    /// Calls that completed with an outcome other than `Ignore`.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Calls classified as failures.
+    pub fn failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
+    }
+
+    /// Takes one in-flight slot, unless the endpoint already has `cap`.
+    #[inline]
+    pub(crate) fn try_acquire(self: &Arc<Self>, cap: Option<usize>) -> Option<InFlight> {
+        match cap {
+            None => {
+                self.in_flight.fetch_add(1, Ordering::Relaxed);
+            }
+            Some(cap) => {
+                self.in_flight
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                        (n < cap).then_some(n + 1)
+                    })
+                    .ok()?;
+            }
+        }
+        Some(InFlight {
+            state: Arc::clone(self),
+        })
+    }
+
+    /// Feeds one completed call into the model.
+    pub(crate) fn record(&self, outcome: Outcome, latency: Duration, now: Instant) {
+        let sample = match outcome {
+            Outcome::Ignore => return,
+            Outcome::Success => latency.as_nanos() as f64,
+            Outcome::Failure(kind) => {
+                self.failures.fetch_add(1, Ordering::Relaxed);
+                let lat = latency.as_nanos() as f64;
+                if kind.is_hard() {
+                    let penalty = kind.retry_after().map_or(self.model.penalty_ns, |d| {
+                        d.min(MAX_RETRY_AFTER_PENALTY).as_nanos() as f64
+                    });
+                    lat.max(penalty)
+                } else {
+                    lat
+                }
+            }
+        };
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.latency
+            .observe(sample, self.model.nanos(now), self.model.tau_ns);
+    }
+}
+
+/// One in-flight request on an endpoint. Dropping it releases the slot, exactly
+/// once, whether the call succeeded, failed, timed out or was abandoned.
+#[derive(Debug)]
+pub struct InFlight {
+    state: Arc<EndpointState>,
+}
+
+impl InFlight {
+    /// The endpoint this request is on.
+    pub fn endpoint(&self) -> &Arc<EndpointState> {
+        &self.state
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.state.in_flight.fetch_sub(1, Ordering::Release);
+    }
+}

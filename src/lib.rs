@@ -1,0 +1,47 @@
+//! # tower-lb
+//!
+//! Client-side load balancing for [tower]: wrap any `Service` (a hyper or
+//! reqwest client, a gRPC channel, your own) and spread requests over the
+//! replicas of a backend yourself, with no proxy in between.
+//!
+//! * [`Balance`] — a `Clone` service that picks an endpoint per request, with
+//!   the request in hand, over a set you can change at run time.
+//! * [`pick`] — round robin, weighted round robin, random, least in-flight
+//!   (full scan and two-choice), least response time, and the default,
+//!   [`pick::PeakEwma`]: latency-aware, load-aware, failure-aware.
+//! * [`endpoint`] — the one per-endpoint model of load and latency every part
+//!   reads: in-flight count, peak-EWMA latency with spread and decay, failure
+//!   penalties, slow start.
+//!
+//! ```
+//! use std::convert::Infallible;
+//! use tower::{Service, ServiceExt, service_fn};
+//! use tower_lb::Balance;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let replica = service_fn(|req: String| async move { Ok::<_, Infallible>(req.len()) });
+//! let mut lb = Balance::builder()          // PeakEwma picker by default
+//!     .endpoint("10.0.0.1:80", replica.clone())
+//!     .weighted_endpoint("10.0.0.2:80", replica, 2.0)
+//!     .build()?;
+//! let n = lb.ready().await?.call("hello".to_string()).await?;
+//! assert_eq!(n, 5);
+//! # Ok(()) }
+//! ```
+//!
+//! [tower]: https://docs.rs/tower
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod balance;
+pub mod classify;
+pub mod endpoint;
+mod error;
+pub mod pick;
+mod rng;
+
+pub use balance::{Balance, Handle};
+pub use endpoint::SlowStart;
+pub use error::{ConfigError, Error};

@@ -1,0 +1,315 @@
+//! Pickers: how [`Balance`](crate::Balance) chooses an endpoint for a request.
+//!
+//! A picker is two traits:
+//!
+//! * [`Picker`] holds what does not depend on the request: its name and the
+//!   per-snapshot [`Picker::Table`] it precomputes whenever the endpoint set or
+//!   a weight changes (a hash ring, a Maglev table, a weighted schedule).
+//! * [`Pick<Req>`] chooses an index for one request, given a [`Context`] that
+//!   exposes the endpoints' live state.
+//!
+//! Adding a picker means one new file here and one line in the list below.
+//!
+//! | picker | rule |
+//! |---|---|
+//! | [`RoundRobin`] | next index, skipping unavailable endpoints |
+//! | [`WeightedRoundRobin`] | smooth weighted round robin (precomputed stride schedule) |
+//! | [`Random`] | weighted random |
+//! | [`LeastInFlight`] | full scan, fewest in-flight per unit weight, random tie-break |
+//! | [`P2cLeastInFlight`] | two weighted-random candidates, fewer in-flight wins |
+//! | [`LeastResponseTime`] | full scan, lowest latency estimate (starves others; for comparison) |
+//! | [`PeakEwma`] (default) | lowest `(est + k·spread)·(in_flight+1)/weight` among `choices` candidates |
+
+mod least_in_flight;
+mod least_response_time;
+mod p2c_least_in_flight;
+mod peak_ewma;
+mod random;
+mod round_robin;
+pub(crate) mod sampler;
+mod weighted_round_robin;
+
+use std::sync::Arc;
+
+pub use least_in_flight::LeastInFlight;
+pub use least_response_time::LeastResponseTime;
+pub use p2c_least_in_flight::P2cLeastInFlight;
+pub use peak_ewma::PeakEwma;
+pub use random::Random;
+pub use round_robin::RoundRobin;
+pub use weighted_round_robin::WeightedRoundRobin;
+
+use crate::endpoint::{EndpointState, Estimate};
+use crate::rng::{RngSource, below};
+use sampler::Sampler;
+
+/// The request-independent half of a picker.
+pub trait Picker: Send + Sync + 'static {
+    /// Precomputed per endpoint-set snapshot; `()` for pickers that need none.
+    type Table: Send + Sync + 'static;
+
+    /// A short, stable name (`"peak_ewma"`), used in metrics and the lab.
+    fn name(&self) -> &'static str;
+
+    /// Builds the table for a new snapshot of the endpoint set. Called on
+    /// every membership or weight change, never per request.
+    fn table(&self, endpoints: &[Arc<EndpointState>]) -> Self::Table;
+}
+
+/// Chooses an endpoint for one request.
+pub trait Pick<Req>: Picker {
+    /// Returns the index of an available endpoint, or `None` when the
+    /// picker finds none ([`Context::is_available`] is false for all it tried).
+    /// Must not panic for any context, including an empty one.
+    fn pick(&self, req: &Req, cx: &Context<'_, Self::Table>) -> Option<usize>;
+}
+
+/// What a picker sees of the endpoint set during one pick.
+pub struct Context<'a, T> {
+    pub(crate) states: &'a [Arc<EndpointState>],
+    pub(crate) sampler: &'a Sampler,
+    pub(crate) table: &'a T,
+    pub(crate) now_ns: u64,
+    pub(crate) rng: &'a RngSource,
+    pub(crate) cap: Option<usize>,
+}
+
+impl<'a, T> Context<'a, T> {
+    /// Number of endpoints in the snapshot (available or not).
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.states.len()
+    }
+
+    /// True when the snapshot has no endpoints.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.states.is_empty()
+    }
+
+    /// The live state of endpoint `i`. Panics if `i >= len()`.
+    #[inline]
+    pub fn endpoint(&self, i: usize) -> &'a EndpointState {
+        &self.states[i]
+    }
+
+    /// Whether endpoint `i` may take this request (not at its in-flight cap).
+    #[inline]
+    pub fn is_available(&self, i: usize) -> bool {
+        match self.cap {
+            None => true,
+            Some(cap) => self.states[i].in_flight() < cap,
+        }
+    }
+
+    /// Requests in flight on endpoint `i`.
+    #[inline]
+    pub fn in_flight(&self, i: usize) -> usize {
+        self.states[i].in_flight()
+    }
+
+    /// Endpoint `i`'s weight after slow start.
+    #[inline]
+    pub fn weight(&self, i: usize) -> f64 {
+        self.states[i].effective_weight_ns(self.now_ns)
+    }
+
+    /// Endpoint `i`'s latency estimate, decayed to the time of this pick.
+    #[inline]
+    pub fn estimate(&self, i: usize) -> Estimate {
+        self.states[i].estimate_ns(self.now_ns)
+    }
+
+    /// The picker's table for this snapshot.
+    #[inline]
+    pub fn table(&self) -> &'a T {
+        self.table
+    }
+
+    /// The same context with another table (for pickers that delegate).
+    pub fn with_table<'b, U>(&self, table: &'b U) -> Context<'b, U>
+    where
+        'a: 'b,
+    {
+        Context {
+            states: self.states,
+            sampler: self.sampler,
+            table,
+            now_ns: self.now_ns,
+            rng: self.rng,
+            cap: self.cap,
+        }
+    }
+
+    /// A random `u64` from the balancer's generator (seeded with
+    /// `Builder::seed`, thread-local otherwise).
+    #[inline]
+    pub fn random(&self) -> u64 {
+        self.rng.next_u64()
+    }
+
+    /// A uniform random index in `0..len()`. Panics if the context is empty.
+    #[inline]
+    pub fn random_index(&self) -> usize {
+        below(self.random(), self.len())
+    }
+
+    /// A random index drawn with probability proportional to the endpoints'
+    /// configured weights, in O(1). Panics if the context is empty.
+    #[inline]
+    pub fn sample(&self) -> usize {
+        self.sampler.sample(self.len(), self.random())
+    }
+
+    /// The first available index at or after `start` (wrapping), if any.
+    pub fn next_available(&self, start: usize) -> Option<usize> {
+        let n = self.len();
+        (0..n)
+            .map(|k| (start + k) % n)
+            .find(|&i| self.is_available(i))
+    }
+
+    /// The available index with the lowest `score`, ties broken uniformly at
+    /// random. A full scan: O(len).
+    pub fn min_by_score(&self, mut score: impl FnMut(usize) -> f64) -> Option<usize> {
+        let mut best: Option<(usize, f64)> = None;
+        let mut ties = 0u64;
+        for i in 0..self.len() {
+            if !self.is_available(i) {
+                continue;
+            }
+            let s = score(i);
+            match best {
+                Some((_, b)) if s > b => {}
+                Some((_, b)) if s == b => {
+                    // Reservoir sampling over the tied minima.
+                    ties += 1;
+                    if below(self.random(), ties as usize) == 0 {
+                        best = Some((i, s));
+                    }
+                }
+                _ => {
+                    best = Some((i, s));
+                    ties = 1;
+                }
+            }
+        }
+        best.map(|(i, _)| i)
+    }
+}
+
+/// Most candidates a sampling picker may draw per pick.
+pub const MAX_CHOICES: usize = 16;
+
+/// The available endpoint with the lowest `score` among `k` distinct
+/// weighted-random candidates; a full scan when the pool has at most `k`
+/// endpoints or when no candidate drawn was available.
+pub(crate) fn best_of<T>(
+    cx: &Context<'_, T>,
+    k: usize,
+    mut score: impl FnMut(usize) -> f64,
+) -> Option<usize> {
+    let n = cx.len();
+    if n <= k {
+        return cx.min_by_score(score);
+    }
+    let k = k.min(MAX_CHOICES);
+    let mut seen = [usize::MAX; MAX_CHOICES];
+    let mut drawn = 0;
+    let mut best: Option<(usize, f64)> = None;
+    // Duplicates are redrawn a bounded number of times: heavy weights make
+    // them likely, and a repeated candidate adds nothing.
+    for _ in 0..2 * k + 2 {
+        if drawn == k {
+            break;
+        }
+        let i = cx.sample();
+        if seen[..drawn].contains(&i) {
+            continue;
+        }
+        seen[drawn] = i;
+        drawn += 1;
+        if !cx.is_available(i) {
+            continue;
+        }
+        let s = score(i);
+        if best.is_none_or(|(_, b)| s < b) {
+            best = Some((i, s));
+        }
+    }
+    match best {
+        Some((i, _)) => Some(i),
+        None => cx.min_by_score(score),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! A tiny harness to run pickers without a `Balance`.
+    use super::*;
+    use crate::endpoint::Model;
+    use tokio::time::Instant;
+
+    pub(crate) struct Fixture {
+        pub(crate) states: Vec<Arc<EndpointState>>,
+        pub(crate) sampler: Sampler,
+        pub(crate) rng: RngSource,
+        pub(crate) model: Arc<Model>,
+        pub(crate) cap: Option<usize>,
+    }
+
+    impl Fixture {
+        pub(crate) fn new(weights: &[f64]) -> Self {
+            let model = Arc::new(Model {
+                epoch: Instant::now(),
+                tau_ns: 10e9,
+                default_rtt_ns: 30e6,
+                penalty_ns: 1e9,
+                slow_start: None,
+            });
+            let states = weights
+                .iter()
+                .enumerate()
+                .map(|(i, &w)| {
+                    Arc::new(EndpointState::new(
+                        i as u64,
+                        i as u64,
+                        w,
+                        model.clone(),
+                        model.epoch,
+                        false,
+                    ))
+                })
+                .collect();
+            Self {
+                states,
+                sampler: Sampler::new(weights),
+                rng: RngSource::new(Some(42)),
+                model,
+                cap: None,
+            }
+        }
+
+        pub(crate) fn cx<'a, T>(&'a self, table: &'a T) -> Context<'a, T> {
+            Context {
+                states: &self.states,
+                sampler: &self.sampler,
+                table,
+                now_ns: self.model.nanos(Instant::now()),
+                rng: &self.rng,
+                cap: self.cap,
+            }
+        }
+
+        /// Runs `n` picks, returning the count per endpoint.
+        pub(crate) fn counts<P: Pick<()>>(&self, p: &P, n: usize) -> Vec<usize> {
+            let table = p.table(&self.states);
+            let mut counts = vec![0; self.states.len()];
+            for _ in 0..n {
+                let i = p.pick(&(), &self.cx(&table)).expect("an endpoint");
+                counts[i] += 1;
+            }
+            counts
+        }
+    }
+}
