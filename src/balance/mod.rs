@@ -43,6 +43,7 @@ mod builder;
 mod discover;
 mod future;
 mod handle;
+mod scope;
 mod service;
 
 use std::hash::{Hash, Hasher};
@@ -55,6 +56,7 @@ pub use builder::Builder;
 pub use discover::{discover, spawn_discover};
 pub use future::ResponseFuture;
 pub use handle::Handle;
+pub use scope::{MAX_AVOID, call_avoiding};
 
 use crate::classify::ErrIsFailure;
 use crate::endpoint::{EndpointState, Model};

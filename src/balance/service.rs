@@ -4,7 +4,7 @@ use tokio::time::Instant;
 use tower::ServiceExt;
 use tower_service::Service;
 
-use super::{Balance, Shared, Snapshot};
+use super::{Balance, Shared, Snapshot, scope};
 use crate::classify::Classify;
 use crate::endpoint::InFlight;
 use crate::error::Error;
@@ -61,22 +61,32 @@ impl<K, S: Clone, P: Picker, C> Shared<K, S, P, C> {
         if n == 0 {
             return Err(Error::NoEndpoints);
         }
-        let cx = Context {
+        let avoid = scope::current_avoid();
+        let avoid = avoid.as_ref().map_or(&[][..], |(ids, len)| &ids[..*len]);
+        let mut cx = Context {
             states: &snap.states,
             sampler: &snap.sampler,
             table: &snap.table,
             now_ns: self.model.nanos(now),
             rng: &self.rng,
             cap: self.cap,
+            avoid,
         };
         for _ in 0..PICK_ATTEMPTS {
             let Some(i) = self.picker.pick(req, &cx) else {
-                break;
+                if cx.avoid.is_empty() {
+                    break;
+                }
+                // Every available endpoint was tried already: a repeat beats
+                // failing the retry.
+                cx.avoid = &[];
+                continue;
             };
             let Some(state) = snap.states.get(i) else {
                 break;
             };
             if let Some(guard) = state.try_acquire(self.cap) {
+                scope::report_pick(state.id());
                 return Ok((snap.entries[i].service.clone(), guard));
             }
         }

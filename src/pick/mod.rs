@@ -72,6 +72,8 @@ pub struct Context<'a, T> {
     pub(crate) now_ns: u64,
     pub(crate) rng: &'a RngSource,
     pub(crate) cap: Option<usize>,
+    /// Ids of endpoints this request should avoid (tried by a retry).
+    pub(crate) avoid: &'a [u64],
 }
 
 impl<'a, T> Context<'a, T> {
@@ -93,13 +95,16 @@ impl<'a, T> Context<'a, T> {
         &self.states[i]
     }
 
-    /// Whether endpoint `i` may take this request (not at its in-flight cap).
+    /// Whether endpoint `i` may take this request: not at its in-flight cap,
+    /// and not one this request was asked to avoid (an endpoint a retry has
+    /// already tried, see [`call_avoiding`](crate::balance::call_avoiding)).
     #[inline]
     pub fn is_available(&self, i: usize) -> bool {
-        match self.cap {
-            None => true,
-            Some(cap) => self.states[i].in_flight() < cap,
+        let s = &self.states[i];
+        if self.cap.is_some_and(|cap| s.in_flight() >= cap) {
+            return false;
         }
+        self.avoid.is_empty() || !self.avoid.contains(&s.id())
     }
 
     /// Requests in flight on endpoint `i`.
@@ -138,6 +143,7 @@ impl<'a, T> Context<'a, T> {
             now_ns: self.now_ns,
             rng: self.rng,
             cap: self.cap,
+            avoid: self.avoid,
         }
     }
 
@@ -298,6 +304,7 @@ pub(crate) mod testing {
                 now_ns: self.model.nanos(Instant::now()),
                 rng: &self.rng,
                 cap: self.cap,
+                avoid: &[],
             }
         }
 
