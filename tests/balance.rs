@@ -163,7 +163,10 @@ async fn starved_endpoint_is_tried_again_within_bounded_time() {
         );
     }
     let waited = start.elapsed();
-    assert!(waited > Duration::from_secs(30), "{waited:?}: decay drives re-exploration");
+    assert!(
+        waited > Duration::from_secs(30),
+        "{waited:?}: decay drives re-exploration"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -261,7 +264,10 @@ async fn handle_inserts_reweights_and_replaces() {
         .build()
         .unwrap();
     let h = lb.handle();
-    assert!(!h.insert_weighted("b", fixed("b", Duration::ZERO), 3.0).unwrap());
+    assert!(
+        !h.insert_weighted("b", fixed("b", Duration::ZERO), 3.0)
+            .unwrap()
+    );
     let c = tally(&mut lb, 400).await;
     assert_eq!((c["a"], c["b"]), (100, 300), "{c:?}");
     assert!(h.set_weight(&"b", 1.0).unwrap());
@@ -293,8 +299,10 @@ async fn discover_stream_drives_membership() {
     let lb: Balance<&'static str, Svc> = Balance::builder().build().unwrap();
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let driver = tower_lb::balance::spawn_discover(lb.handle(), ChannelDiscover(rx));
-    tx.send(Change::Insert("a", fixed("a", Duration::ZERO))).unwrap();
-    tx.send(Change::Insert("b", fixed("b", Duration::ZERO))).unwrap();
+    tx.send(Change::Insert("a", fixed("a", Duration::ZERO)))
+        .unwrap();
+    tx.send(Change::Insert("b", fixed("b", Duration::ZERO)))
+        .unwrap();
     tokio::task::yield_now().await;
     assert_eq!(lb.handle().len(), 2);
     tx.send(Change::Remove("a")).unwrap();
@@ -306,7 +314,9 @@ async fn discover_stream_drives_membership() {
     // The stock `ServiceList` works too.
     let lb2: Balance<usize, Svc> = Balance::builder().build().unwrap();
     let list = ServiceList::new([fixed("x", Duration::ZERO), fixed("y", Duration::ZERO)]);
-    tower_lb::balance::discover(lb2.handle(), list).await.unwrap();
+    tower_lb::balance::discover(lb2.handle(), list)
+        .await
+        .unwrap();
     assert_eq!(lb2.handle().len(), 2);
 }
 
@@ -320,7 +330,11 @@ async fn slow_start_ramps_each_endpoint_on_its_own_clock() {
         .unwrap();
     let h = lb.handle();
     let now = tokio::time::Instant::now;
-    assert_eq!(h.endpoints()[0].1.effective_weight(now()), 1.0, "initial endpoints are not ramped");
+    assert_eq!(
+        h.endpoints()[0].1.effective_weight(now()),
+        1.0,
+        "initial endpoints are not ramped"
+    );
     h.insert("b", fixed("b", Duration::ZERO));
     let b = h.endpoints()[1].1.clone();
     assert!((b.effective_weight(now()) - 0.1).abs() < 1e-9);
@@ -351,15 +365,34 @@ fn every_bad_configuration_is_a_config_error() {
         let b = Balance::builder().weighted_endpoint("a", svc(), w).build();
         assert_eq!(field(b), "weight");
     }
-    assert_eq!(field(Balance::<&str, Svc>::builder().decay(Duration::ZERO).build()), "decay");
-    assert_eq!(field(Balance::<&str, Svc>::builder().max_in_flight(0).build()), "max_in_flight");
-    let dup = Balance::builder().endpoint("a", svc()).endpoint("a", svc()).build();
+    assert_eq!(
+        field(
+            Balance::<&str, Svc>::builder()
+                .decay(Duration::ZERO)
+                .build()
+        ),
+        "decay"
+    );
+    assert_eq!(
+        field(Balance::<&str, Svc>::builder().max_in_flight(0).build()),
+        "max_in_flight"
+    );
+    let dup = Balance::builder()
+        .endpoint("a", svc())
+        .endpoint("a", svc())
+        .build();
     assert_eq!(field(dup), "endpoint");
     assert_eq!(field(PeakEwma::new().choices(0)), "choices");
-    assert_eq!(field(PeakEwma::new().spread_factor(f64::NAN)), "spread_factor");
+    assert_eq!(
+        field(PeakEwma::new().spread_factor(f64::NAN)),
+        "spread_factor"
+    );
     assert_eq!(field(SlowStart::new(Duration::ZERO)), "slow_start.window");
     let lb = Balance::builder().endpoint("a", svc()).build().unwrap();
-    assert_eq!(field(lb.handle().insert_weighted("b", svc(), f64::NAN)), "weight");
+    assert_eq!(
+        field(lb.handle().insert_weighted("b", svc(), f64::NAN)),
+        "weight"
+    );
     assert_eq!(field(lb.handle().set_weight(&"a", 0.0)), "weight");
 }
 
@@ -395,7 +428,9 @@ fn concurrent_membership_changes_never_misroute() {
         .map(|_| {
             let (lb, watermark) = (lb.clone(), watermark.clone());
             std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .unwrap();
                 rt.block_on(async move {
                     let mut transient = 0;
                     for _ in 0..20_000 {
