@@ -519,3 +519,35 @@ async fn in_flight_returns_to_zero_after_100k_chaotic_requests() {
         assert_eq!(s.in_flight(), 0, "endpoint {k} leaked");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn call_avoiding_steers_away_from_tried_endpoints() {
+    use tower_lb::balance::call_avoiding;
+    let lb = Balance::builder()
+        .seed(11)
+        .endpoint("a", fixed("a", Duration::ZERO))
+        .endpoint("b", fixed("b", Duration::ZERO))
+        .endpoint("c", fixed("c", Duration::ZERO))
+        .build()
+        .unwrap();
+    let ids: HashMap<&str, u64> = lb
+        .handle()
+        .endpoints()
+        .into_iter()
+        .map(|(k, s)| (k, s.id()))
+        .collect();
+    for _ in 0..50 {
+        let mut svc = lb.clone();
+        let (fut, picked) = call_avoiding(&[ids["a"], ids["b"]], || svc.call(()));
+        assert_eq!(fut.await.unwrap(), "c");
+        assert_eq!(picked, Some(ids["c"]));
+    }
+    // With every endpoint tried, a repeat beats failing.
+    let mut svc = lb.clone();
+    let (fut, picked) = call_avoiding(&[ids["a"], ids["b"], ids["c"]], || svc.call(()));
+    let who = fut.await.unwrap();
+    assert_eq!(picked, Some(ids[who]));
+    // Outside a scope nothing is reported and nothing is avoided.
+    let (_, none) = call_avoiding(&[], || ());
+    assert_eq!(none, None);
+}
