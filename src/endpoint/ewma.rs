@@ -47,7 +47,7 @@ fn unpack(v: u64) -> (f64, f64) {
 /// (error below 1e-8 for x < 1/64) replaces the libm call, which cost about a
 /// fifth of a pick.
 #[inline]
-fn decay(dt_ns: u64, tau_ns: f64) -> f64 {
+pub(crate) fn decay(dt_ns: u64, tau_ns: f64) -> f64 {
     let x = dt_ns as f64 / tau_ns;
     if x < 1.0 / 64.0 {
         1.0 - x * (1.0 - x * (0.5 - x * (1.0 / 6.0)))
@@ -65,10 +65,12 @@ impl Ewma {
         }
     }
 
-    /// Records one latency sample `x_ns` taken at `now_ns`.
-    pub(crate) fn observe(&self, x_ns: f64, now_ns: u64, tau_ns: f64) {
+    /// Records one latency sample `x_ns` taken at `now_ns`; returns the time
+    /// since the previous sample.
+    pub(crate) fn observe(&self, x_ns: f64, now_ns: u64, tau_ns: f64) -> u64 {
         let prev = self.stamp.fetch_max(now_ns, Ordering::AcqRel);
-        let w = decay(now_ns.saturating_sub(prev), tau_ns);
+        let dt = now_ns.saturating_sub(prev);
+        let w = decay(dt, tau_ns);
         let mut cur = self.packed.load(Ordering::Acquire);
         loop {
             let (est, spread) = unpack(cur);
@@ -85,7 +87,7 @@ impl Ewma {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {
-                Ok(_) => return,
+                Ok(_) => return dt,
                 Err(actual) => cur = actual,
             }
         }
