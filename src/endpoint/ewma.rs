@@ -125,7 +125,7 @@ mod tests {
             50.0,
         ] {
             let got = decay((x * TAU) as u64, TAU);
-            let want = (-x as f64).exp();
+            let want = (-x).exp();
             assert!((got - want).abs() < 1e-8, "x={x}: {got} vs {want}");
         }
     }
