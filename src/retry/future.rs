@@ -27,7 +27,8 @@ pin_project! {
     /// whichever comes first: the per-try timeout, the hedge delay, the end
     /// of a backoff, or the overall deadline. A single attempt with no
     /// timeouts never allocates and never touches the timer. Dropping the
-    /// future cancels every attempt in flight.
+    /// future cancels every attempt in flight. Polled again after it
+    /// completed, it stays pending.
     pub struct ResponseFuture<S, Req, R, C>
     where
         S: Service<Req>,

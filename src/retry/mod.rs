@@ -29,6 +29,11 @@
 //! `Ok`, and a final error as a typed [`Error`] saying why it stopped.
 //! [`RetryStats`] counts retries, hedges, budget exhaustions and timeouts.
 //!
+//! The layer classifies results with its own classifier (set with
+//! [`Builder::classify`]); give it the one the `Balance` uses, e.g.
+//! [`HttpClassify`](crate::classify::HttpClassify) for HTTP, so that what
+//! counts against an endpoint is also what gets retried.
+//!
 //! Timers use tokio (`tokio::time`), so retries, timeouts and hedging need a
 //! tokio runtime with time enabled; a request that succeeds at once never
 //! touches a timer.
