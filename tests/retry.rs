@@ -652,6 +652,30 @@ async fn hedge_wins_and_the_slow_call_is_cancelled() {
     assert_eq!(rig.attempts()[&1], ["slow", "fast"]);
 }
 
+/// A hedge that fails does not end the request: the first attempt is still
+/// running and its answer is taken.
+#[tokio::test(start_paused = true)]
+async fn a_failed_hedge_waits_for_the_first_attempt() {
+    let rig = Rig::new();
+    let lb = balance!(
+        rig,
+        pick::RoundRobin::new(),
+        [("slow", Mode::Slow(100 * MS)), ("bad", Mode::Fail)]
+    );
+    let layer = RetryLayer::builder()
+        .replay(retry::CloneRequest)
+        .hedge(Hedge::fixed(20 * MS))
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    assert_eq!(layer.layer(lb.clone()).oneshot(1).await.unwrap(), "slow");
+    assert_eq!(start.elapsed(), 100 * MS);
+    assert_eq!(layer.stats().hedges(), 1);
+    assert_eq!(layer.stats().retries(), 0);
+    assert_eq!(rig.attempts()[&1], ["slow", "bad"]);
+    assert_eq!(in_flight(&lb), 0);
+}
+
 /// Hedges spend from the retry budget: with it empty, no hedge is sent and
 /// the request waits for the slow endpoint.
 #[tokio::test(start_paused = true)]

@@ -156,7 +156,7 @@ impl<R, C> Builder<R, C> {
 
     /// The longest server `Retry-After` hint obeyed (default
     /// [`MAX_RETRY_AFTER`]): the wait before a retry is
-    /// `min(max(backoff, retry_after), max_retry_after)`.
+    /// `max(backoff, min(retry_after, max_retry_after))`.
     pub fn max_retry_after(mut self, max: Duration) -> Self {
         self.max_retry_after = max;
         self
