@@ -40,6 +40,7 @@ pub mod classify;
 pub mod endpoint;
 mod error;
 pub mod pick;
+pub mod retry;
 mod rng;
 
 pub use balance::{Balance, Handle};
