@@ -59,7 +59,7 @@
 //! A state check is one atomic load. Admission in the closed state is one
 //! atomic load; recording takes one uncontended lock. Refusals never lock.
 //!
-//! # Example
+//! # Example: the layer
 //!
 //! ```
 //! use std::time::Duration;
@@ -80,11 +80,11 @@
 //!     .half_open_probes(3)
 //!     .half_open_timeout(Duration::from_secs(10))
 //!     .build()?;
-//! let layer = tower_lb::breaker::CircuitBreakerLayer::new(config);
+//! let layer = CircuitBreakerLayer::new(config);
 //! let breaker = layer.breaker().clone();
 //!
 //! let backend = service_fn(|fail: bool| async move {
-//!     if fail { Err("backend down") } else { Ok("ok") }
+//!     if fail { Err(std::io::Error::other("backend down")) } else { Ok("ok") }
 //! });
 //! let mut svc = tower::ServiceBuilder::new().layer(layer).service(backend);
 //!
@@ -94,6 +94,32 @@
 //! assert_eq!(breaker.state(), State::Open);
 //! let err = svc.ready().await?.call(false).await.unwrap_err();
 //! assert!(err.is_open()); // refused without calling the backend
+//! # Ok(()) }
+//! ```
+//!
+//! # Example: the state machine on its own
+//!
+//! ```
+//! use std::time::Duration;
+//! use tokio::time::Instant;
+//! use tower_lb::breaker::{CircuitBreaker, CircuitBreakerConfig, State};
+//! use tower_lb::classify::{FailureKind, Outcome};
+//!
+//! # fn main() -> Result<(), tower_lb::ConfigError> {
+//! let breaker = CircuitBreaker::new(
+//!     CircuitBreakerConfig::builder().count_window(10).minimum_calls(2).build()?,
+//! )
+//! .on_transition(|t| println!("breaker {} -> {} ({:?})", t.from, t.to, t.reason));
+//!
+//! for _ in 0..2 {
+//!     let now = Instant::now();
+//!     if let Ok(permit) = breaker.try_acquire(now) {
+//!         // ... make the call, then report it:
+//!         permit.record(Outcome::Failure(FailureKind::Timeout), Duration::from_millis(5), now);
+//!     }
+//! }
+//! assert_eq!(breaker.state(), State::Open);
+//! assert!(!breaker.is_call_permitted(Instant::now()));
 //! # Ok(()) }
 //! ```
 //!
