@@ -838,3 +838,124 @@ fn breaker_is_send_and_sync() {
     check::<tower_lb::breaker::OwnedPermit>();
     check::<tower_lb::breaker::CircuitOpen>();
 }
+
+// ---------------------------------------------------------------- properties
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Acquire,
+        Record {
+            which: usize,
+            outcome: u8,
+            latency_ms: u16,
+        },
+        Drop {
+            which: usize,
+        },
+        Advance {
+            ms: u32,
+        },
+        ForceOpen,
+        Disable,
+        Reset,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            18 => Just(Op::Acquire),
+            18 => (any::<usize>(), 0u8..4, 0u16..1000)
+                .prop_map(|(which, outcome, latency_ms)| Op::Record { which, outcome, latency_ms }),
+            6 => any::<usize>().prop_map(|which| Op::Drop { which }),
+            9 => (0u32..3000).prop_map(|ms| Op::Advance { ms }),
+            // Forced-open and disabled stick until a reset: keep them rare.
+            1 => Just(Op::ForceOpen),
+            1 => Just(Op::Disable),
+            4 => Just(Op::Reset),
+        ]
+    }
+
+    const WINDOW: usize = 6;
+    const MIN: u32 = 3;
+    const PROBES: u32 = 3;
+
+    proptest! {
+        /// Whatever happens: `is_call_permitted` predicts `try_acquire`;
+        /// half-open never holds more than N probes; a closed breaker's
+        /// window is below both thresholds; open waits stay within the cap.
+        #[test]
+        fn the_machine_keeps_its_invariants(ops in proptest::collection::vec(op(), 1..300), seed: u64) {
+            let cb = breaker(
+                CircuitBreakerConfig::builder()
+                    .count_window(WINDOW)
+                    .minimum_calls(MIN)
+                    .failure_rate_threshold(50.0)
+                    .slow_call_rate_threshold(80.0)
+                    .slow_call_duration(500 * MS)
+                    .consecutive_failures(4)
+                    .open_wait(SEC)
+                    .open_wait_cap(4 * SEC)
+                    .jitter(Jitter::Full)
+                    .half_open_probes(PROBES)
+                    .half_open_timeout(2 * SEC)
+                    .seed(seed),
+            );
+            let mut now = Instant::now();
+            let mut held = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Acquire => {
+                        let predicted = cb.is_call_permitted(now);
+                        match cb.try_acquire(now) {
+                            Ok(p) => {
+                                prop_assert!(predicted, "admitted although not permitted");
+                                held.push(p);
+                            }
+                            Err(e) => {
+                                prop_assert!(!predicted, "refused although permitted: {e:?}");
+                                if e.state() == State::Open {
+                                    let left = e.retry_after().unwrap();
+                                    prop_assert!(left > Duration::ZERO && left <= 4 * SEC);
+                                }
+                            }
+                        }
+                    }
+                    Op::Record { which, outcome, latency_ms } if !held.is_empty() => {
+                        let p = held.swap_remove(which % held.len());
+                        let outcome = [OK, FAIL, SLOW_FAIL, Outcome::Ignore][outcome as usize];
+                        p.record(outcome, Duration::from_millis(u64::from(latency_ms)), now);
+                    }
+                    Op::Drop { which } if !held.is_empty() => {
+                        drop(held.swap_remove(which % held.len()));
+                    }
+                    Op::Advance { ms } => now += Duration::from_millis(u64::from(ms)),
+                    Op::ForceOpen => cb.force_open(),
+                    Op::Disable => cb.disable(),
+                    Op::Reset => cb.reset(),
+                    _ => {}
+                }
+                let m = cb.metrics(now);
+                prop_assert!(m.calls <= WINDOW as u64);
+                prop_assert!(m.failed_calls <= m.calls && m.slow_calls <= m.calls);
+                match cb.state() {
+                    State::HalfOpen => {
+                        prop_assert!(m.probes_in_flight + m.probes_completed <= PROBES);
+                        prop_assert!(m.probes_completed < PROBES);
+                    }
+                    State::Closed => {
+                        prop_assert!(m.consecutive_failures < 4);
+                        if m.calls >= u64::from(MIN) {
+                            prop_assert!(m.failed_calls * 100 < 50 * m.calls, "{m:?}");
+                            prop_assert!(m.slow_calls * 100 < 80 * m.calls, "{m:?}");
+                        }
+                    }
+                    State::Disabled => prop_assert_eq!(m.calls, 0),
+                    _ => {}
+                }
+            }
+        }
+    }
+}

@@ -332,7 +332,7 @@ impl CircuitBreaker {
     }
 
     /// Lets every call through and records nothing until
-    /// [`reset`](Self::reset).
+    /// [`reset`](Self::reset). The window is emptied.
     pub fn disable(&self) {
         self.manual(State::Disabled, Reason::Disabled);
     }
@@ -667,7 +667,11 @@ impl CircuitBreaker {
                 };
                 self.publish_probes(&inner.probes);
             }
-            State::ForcedOpen | State::Disabled => {}
+            State::Disabled => {
+                inner.window.reset();
+                inner.consecutive = 0;
+            }
+            State::ForcedOpen => {}
         }
         if from == State::HalfOpen && to != State::HalfOpen {
             inner.probes.running.clear();
