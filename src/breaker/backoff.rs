@@ -61,4 +61,25 @@ mod tests {
         assert_eq!(open_wait(S, 100 * S, Jitter::Equal, 3, 0), 8 * S);
         assert_eq!(open_wait(S, 100 * S, Jitter::Full, 3, 0), S);
     }
+
+    proptest::proptest! {
+        /// For any base ≤ cap, attempt and random draw, the wait lies in
+        /// `[base, cap]`, and without jitter it never shrinks as `k` grows.
+        #[test]
+        fn waits_stay_between_base_and_cap(
+            base_ms in 1u64..100_000,
+            extra_ms in 0u64..1_000_000,
+            k in 0u32..200,
+            r: u64,
+        ) {
+            let base = Duration::from_millis(base_ms);
+            let cap = base + Duration::from_millis(extra_ms);
+            for jitter in [Jitter::None, Jitter::Full, Jitter::Equal] {
+                let w = open_wait(base, cap, jitter, k, r);
+                proptest::prop_assert!(w >= base && w <= cap, "{jitter:?}: {w:?}");
+            }
+            let (a, b) = (open_wait(base, cap, Jitter::None, k, r), open_wait(base, cap, Jitter::None, k + 1, r));
+            proptest::prop_assert!(a <= b);
+        }
+    }
 }

@@ -57,7 +57,9 @@
 //! # Cost
 //!
 //! A state check is one atomic load. Admission in the closed state is one
-//! atomic load; recording takes one uncontended lock. Refusals never lock.
+//! atomic load; recording takes one lock, uncontended unless many threads
+//! complete calls on the same breaker at once. A refusal takes no lock
+//! unless it causes a transition (end of the wait, an overdue probe).
 //!
 //! # Example: the layer
 //!
@@ -152,12 +154,14 @@ mod layer;
 mod machine;
 mod permit;
 mod service;
+mod state;
 mod window;
 
 pub use config::{CircuitBreakerConfig, Jitter, SlidingWindow};
 pub use error::{CircuitOpen, Error};
 pub use future::ResponseFuture;
 pub use layer::CircuitBreakerLayer;
-pub use machine::{CircuitBreaker, Metrics, Reason, State, Transition};
+pub use machine::CircuitBreaker;
 pub use permit::{OwnedPermit, Permit};
 pub use service::CircuitBreakerService;
+pub use state::{Metrics, Reason, State, Transition};
