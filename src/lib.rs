@@ -36,6 +36,7 @@
 #![deny(missing_docs)]
 
 pub mod balance;
+pub mod breaker;
 pub mod classify;
 pub mod endpoint;
 mod error;
