@@ -39,6 +39,8 @@ pub mod balance;
 pub mod classify;
 pub mod endpoint;
 mod error;
+#[cfg(feature = "http")]
+pub mod http;
 pub mod pick;
 mod rng;
 
