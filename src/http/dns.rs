@@ -279,6 +279,9 @@ impl<R: Resolve> Dns<R> {
     }
 }
 
+/// An HTTP endpoint: its key and service.
+type OriginEndpoint<S> = (Origin, SetOrigin<S>);
+
 /// The `make` function of [`Dns::run`] for an HTTP balancer built with
 /// [`balance`](super::balance): each address becomes the endpoint
 /// `scheme://ip:port` served by a clone of `client`.
@@ -290,7 +293,7 @@ impl<R: Resolve> Dns<R> {
 pub fn origin_endpoints<S: Clone>(
     client: S,
     scheme: &str,
-) -> Result<impl FnMut(SocketAddr) -> Option<(Origin, SetOrigin<S>)> + use<S>, ConfigError> {
+) -> Result<impl FnMut(SocketAddr) -> Option<OriginEndpoint<S>> + use<S>, ConfigError> {
     // Validate once, so that the per-address parse below cannot fail.
     Origin::from_socket_addr(scheme, SocketAddr::from(([127, 0, 0, 1], 1)))?;
     let scheme = scheme.to_owned();
