@@ -27,16 +27,19 @@ const ALLOWED: &str = "an absolute `http://` or `https://` URI with a host, an o
 /// lower-cased, the port as given (`http://a` and `http://a:80` are two
 /// endpoints), no trailing slash. The hash is therefore stable across
 /// processes, which hash pickers rely on. Cloning is cheap (reference
-/// counts only).
+/// count; `Balance` clones an endpoint's service, and so its origin, per
+/// request).
 #[derive(Clone)]
-pub struct Origin {
+pub struct Origin(Arc<Inner>);
+
+struct Inner {
     scheme: Scheme,
     authority: Authority,
     host_header: HeaderValue,
     /// `scheme://authority/`, the URI of a request whose own URI could not
     /// be rebuilt (never happens; see `rewrite_uri`).
     base: Uri,
-    text: Arc<str>,
+    text: String,
     #[cfg(feature = "reqwest")]
     url: ::reqwest::Url,
 }
@@ -98,15 +101,15 @@ impl Origin {
             parts
         })
         .map_err(|_| bad())?;
-        Ok(Self {
+        Ok(Self(Arc::new(Inner {
             scheme: scheme.clone(),
             authority,
             host_header,
             base,
             #[cfg(feature = "reqwest")]
             url: ::reqwest::Url::parse(&canonical).map_err(|_| bad())?,
-            text: canonical.into(),
-        })
+            text: canonical,
+        })))
     }
 
     /// The origin of a resolved address: `scheme://ip:port`, as DNS
@@ -122,53 +125,53 @@ impl Origin {
 
     /// The scheme (`http` or `https`).
     pub fn scheme(&self) -> &Scheme {
-        &self.scheme
+        &self.0.scheme
     }
 
     /// The authority (`host` or `host:port`), lower-cased.
     pub fn authority(&self) -> &Authority {
-        &self.authority
+        &self.0.authority
     }
 
     /// The host (for IPv6, with brackets).
     pub fn host(&self) -> &str {
-        self.authority.host()
+        self.0.authority.host()
     }
 
     /// The port, if one was given.
     pub fn port(&self) -> Option<u16> {
-        self.authority.port_u16()
+        self.0.authority.port_u16()
     }
 
     /// The canonical text, `scheme://authority`.
     pub fn as_str(&self) -> &str {
-        &self.text
+        &self.0.text
     }
 
     /// The authority as a `Host` header value.
     pub(crate) fn host_header(&self) -> &HeaderValue {
-        &self.host_header
+        &self.0.host_header
     }
 
     /// `uri` with this origin's scheme and authority; path and query kept
     /// (`/` when the URI had none).
     pub(crate) fn rewrite_uri(&self, uri: Uri) -> Uri {
         let mut parts = uri.into_parts();
-        parts.scheme = Some(self.scheme.clone());
-        parts.authority = Some(self.authority.clone());
+        parts.scheme = Some(self.0.scheme.clone());
+        parts.authority = Some(self.0.authority.clone());
         if parts.path_and_query.is_none() {
             parts.path_and_query = Some(PathAndQuery::from_static("/"));
         }
         // `from_parts` fails only when a scheme comes without an authority
         // or a path, and all three are set above; the fallback is never
         // taken but keeps this path free of panics.
-        Uri::from_parts(parts).unwrap_or_else(|_| self.base.clone())
+        Uri::from_parts(parts).unwrap_or_else(|_| self.0.base.clone())
     }
 
     /// The origin as a URL, for rewriting `reqwest` requests.
     #[cfg(feature = "reqwest")]
     pub(crate) fn url(&self) -> &::reqwest::Url {
-        &self.url
+        &self.0.url
     }
 }
 
@@ -190,19 +193,19 @@ impl TryFrom<&str> for Origin {
 
 impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
+        f.write_str(&self.0.text)
     }
 }
 
 impl fmt::Debug for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Origin({})", self.text)
+        write!(f, "Origin({})", self.0.text)
     }
 }
 
 impl PartialEq for Origin {
     fn eq(&self, other: &Self) -> bool {
-        self.text == other.text
+        self.0.text == other.0.text
     }
 }
 
@@ -210,7 +213,7 @@ impl Eq for Origin {}
 
 impl Hash for Origin {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.text.hash(state);
+        self.0.text.hash(state);
     }
 }
 
@@ -222,7 +225,7 @@ impl PartialOrd for Origin {
 
 impl Ord for Origin {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.text.cmp(&other.text)
+        self.0.text.cmp(&other.0.text)
     }
 }
 
@@ -279,5 +282,49 @@ mod tests {
         let o = Origin::from_socket_addr("http", "[::1]:80".parse().unwrap()).unwrap();
         assert_eq!(o.as_str(), "http://[::1]:80");
         assert!(Origin::from_socket_addr("gopher", "1.2.3.4:5".parse().unwrap()).is_err());
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn host() -> impl Strategy<Value = String> {
+            prop_oneof![
+                "[a-zA-Z][a-zA-Z0-9-]{0,20}(\\.[a-zA-Z][a-zA-Z0-9-]{0,10}){0,3}",
+                any::<[u8; 4]>().prop_map(|o| std::net::Ipv4Addr::from(o).to_string()),
+                any::<[u16; 8]>().prop_map(|s| format!("[{}]", std::net::Ipv6Addr::from(s))),
+            ]
+        }
+
+        proptest! {
+            /// Any scheme, host and port parse, and the canonical text
+            /// parses back to an equal origin.
+            #[test]
+            fn parse_round_trips(https: bool, host in host(), port in 1u16..) {
+                let scheme = if https { "https" } else { "http" };
+                let o = Origin::parse(&format!("{scheme}://{host}:{port}")).unwrap();
+                prop_assert_eq!(o.port(), Some(port));
+                prop_assert_eq!(o.host(), host.to_ascii_lowercase());
+                prop_assert_eq!(Origin::parse(o.as_str()).unwrap(), o);
+            }
+
+            /// A rewrite keeps any path and query and takes the origin's
+            /// scheme and authority, whatever the request's URI was.
+            #[test]
+            fn rewrite_keeps_path_and_query(
+                from in prop_oneof![Just(""), Just("http://svc.local"), Just("https://u@x:9")],
+                path in "(/[a-zA-Z0-9._~%!$&'()*+,;=:@-]{0,12}){1,4}",
+                query in proptest::option::of("[a-zA-Z0-9._~%!$&'()*+,;=:@/?-]{0,24}"),
+            ) {
+                let pq = match &query { Some(q) => format!("{path}?{q}"), None => path.clone() };
+                let uri: Uri = format!("{from}{pq}").parse().unwrap();
+                let o = Origin::parse("https://10.1.2.3:8443").unwrap();
+                let out = o.rewrite_uri(uri);
+                prop_assert_eq!(out.scheme_str(), Some("https"));
+                prop_assert_eq!(out.authority().map(|a| a.as_str()), Some("10.1.2.3:8443"));
+                prop_assert_eq!(out.path(), path.as_str());
+                prop_assert_eq!(out.query(), query.as_deref());
+            }
+        }
     }
 }
