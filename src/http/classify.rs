@@ -20,11 +20,12 @@ use crate::classify::{Classify, FailureKind, Outcome};
 /// | other 5xx | `Failure(Error)` |
 /// | 1xx–4xx other than 429 | `Success` (a 4xx is the caller's mistake, not the endpoint's) |
 /// | connection refused, reset, unreachable; hyper-util or reqwest connect errors | `Failure(Connect)` |
-/// | timeouts | `Failure(Timeout)` |
+/// | timeouts (I/O, tokio's and tower's `Elapsed`, reqwest's) | `Failure(Timeout)` |
 /// | any other error | `Failure(Error)` |
 ///
-/// `retry_after` is read from a `Retry-After` header in delta-seconds form
-/// (`Retry-After: 5`); the HTTP-date form is ignored. Errors are
+/// `retry_after` is read from a `Retry-After` header in either form
+/// (`Retry-After: 5` or an HTTP date, measured from the system clock; a
+/// date in the past is no hint). `Balance` caps the hint it applies. Errors are
 /// classified through [`ClassifyError`], implemented for hyper-util's and
 /// reqwest's errors, `io::Error`, `Box<dyn Error + Send + Sync>` and
 /// `Infallible`. Cost: one status match and, for 429/503-class answers, one
@@ -60,16 +61,14 @@ where
     }
 }
 
-/// `Retry-After` in delta-seconds, if present and well-formed.
+/// `Retry-After` as a duration, if present and well-formed.
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let secs: u64 = headers
-        .get(RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    Some(Duration::from_secs(secs))
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    at.duration_since(std::time::SystemTime::now()).ok()
 }
 
 /// The kind of failure an HTTP client's error is, for [`Classifier`].
@@ -119,7 +118,7 @@ pub(crate) fn chain_kind(err: &(dyn StdError + 'static)) -> Option<FailureKind> 
         if let Some(kind) = e.downcast_ref::<io::Error>().and_then(io_kind) {
             return Some(kind);
         }
-        if e.is::<tokio::time::error::Elapsed>() {
+        if e.is::<tokio::time::error::Elapsed>() || e.is::<tower::timeout::error::Elapsed>() {
             return Some(FailureKind::Timeout);
         }
         // `io::Error::source` skips the error it wraps; look at it too.
@@ -165,6 +164,16 @@ mod tests {
         assert_eq!(status(502, None), gw(None));
         assert_eq!(status(503, Some("7")), gw(Some(Duration::from_secs(7))));
         assert_eq!(status(504, Some("Wed, 21 Oct 2015 07:28:00 GMT")), gw(None));
+        assert_eq!(status(504, Some("soon")), gw(None));
+        let later = std::time::SystemTime::now() + Duration::from_secs(120);
+        let Outcome::Failure(kind) = status(503, Some(&httpdate::fmt_http_date(later))) else {
+            panic!("503 is a failure");
+        };
+        let hint = kind.retry_after().unwrap();
+        assert!(
+            hint > Duration::from_secs(100) && hint <= Duration::from_secs(120),
+            "{hint:?}"
+        );
         assert_eq!(
             status(429, Some(" 2 ")),
             Outcome::Failure(FailureKind::Overloaded {
@@ -181,6 +190,9 @@ mod tests {
         assert_eq!(boxed.failure_kind(), FailureKind::Connect);
         let timeout = io::Error::from(io::ErrorKind::TimedOut);
         assert_eq!(timeout.failure_kind(), FailureKind::Timeout);
+        let elapsed: Box<dyn StdError + Send + Sync> =
+            Box::new(tower::timeout::error::Elapsed::new());
+        assert_eq!(elapsed.failure_kind(), FailureKind::Timeout);
         let other: Box<dyn StdError + Send + Sync> = "boom".into();
         assert_eq!(other.failure_kind(), FailureKind::Error);
     }
