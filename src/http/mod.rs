@@ -44,6 +44,12 @@
 //! hyper-util's `legacy::Client` and `reqwest::Client` (feature `reqwest`)
 //! are `Service`s already and need no adapter; any
 //! `Service<http::Request<B>> + Clone` works the same way.
+//!
+//! | feature | adds | dependencies |
+//! |---|---|---|
+//! | `http` (default) | this module; hyper-util error classification | hyper-util (client-legacy, http1), httpdate |
+//! | `reqwest` | `SetOrigin` and `Classifier` for `reqwest::Request`/`Response` | reqwest 0.13 without default features (no TLS: enable reqwest's own TLS feature in your crate for `https`) |
+//! | `dns` | [`dns`]: endpoints from periodic resolution | tokio `net` |
 
 mod classify;
 mod client_ip;
