@@ -31,13 +31,14 @@
 //! # drop(task); Ok(()) }
 //! ```
 
+mod resolve;
+mod stats;
+
 use std::collections::{HashMap, HashSet};
-use std::future::Future;
 use std::hash::Hash;
-use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::time::MissedTickBehavior;
@@ -47,6 +48,9 @@ use crate::error::check_nonzero;
 use crate::pick::Picker;
 use crate::{ConfigError, Handle};
 
+pub use resolve::{Resolve, TokioResolver};
+pub use stats::DnsStats;
+
 /// Default re-resolution interval: Envoy's `dns_refresh_rate` default
 /// (5000 ms).
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(5);
@@ -54,58 +58,6 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(5);
 /// Default time allowed for one resolution: the common resolver timeout
 /// (glibc's and c-ares' 5 s per query).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Resolves a host name and port to socket addresses.
-pub trait Resolve: Send + Sync + 'static {
-    /// All addresses of `host` with `port`. An empty list is treated as a
-    /// failure by [`Dns`].
-    fn resolve(
-        &self,
-        host: &str,
-        port: u16,
-    ) -> impl Future<Output = io::Result<Vec<SocketAddr>>> + Send;
-}
-
-/// The system resolver through `tokio::net::lookup_host` (`getaddrinfo` on
-/// a blocking thread). Literal IP addresses resolve to themselves.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct TokioResolver;
-
-impl Resolve for TokioResolver {
-    async fn resolve(&self, host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
-        Ok(tokio::net::lookup_host((host, port)).await?.collect())
-    }
-}
-
-/// Counters of a [`Dns`] driver, readable while it runs. Cheap to clone;
-/// clones share the counters.
-#[derive(Debug, Clone, Default)]
-pub struct DnsStats(Arc<Counters>);
-
-#[derive(Debug, Default)]
-struct Counters {
-    resolutions: AtomicU64,
-    failures: AtomicU64,
-    endpoints: AtomicUsize,
-}
-
-impl DnsStats {
-    /// Resolutions that returned at least one address and were applied.
-    pub fn resolutions(&self) -> u64 {
-        self.0.resolutions.load(Ordering::Relaxed)
-    }
-
-    /// Resolutions that failed (error, timeout or empty answer) and left
-    /// the endpoint set as it was.
-    pub fn failures(&self) -> u64 {
-        self.0.failures.load(Ordering::Relaxed)
-    }
-
-    /// Endpoints the driver currently keeps in the balancer.
-    pub fn endpoints(&self) -> usize {
-        self.0.endpoints.load(Ordering::Relaxed)
-    }
-}
 
 /// Configures a [`Dns`] driver; see the [module docs](self).
 #[derive(Debug, Clone)]
@@ -232,15 +184,19 @@ impl<R: Resolve> Dns<R> {
                 tokio::time::timeout(self.timeout, self.resolver.resolve(&self.host, self.port))
                     .await;
             let counters = &self.stats.0;
-            let addrs: HashSet<SocketAddr> = match answer {
-                Ok(Ok(addrs)) if !addrs.is_empty() => addrs.into_iter().collect(),
+            let answer = match answer {
+                Ok(Ok(addrs)) if !addrs.is_empty() => addrs,
                 _ => {
                     counters.failures.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
             };
+            // Keep the resolver's order (it is the insertion order, which
+            // round robin follows); drop repeats.
+            let mut fresh = HashSet::with_capacity(answer.len());
+            let addrs: Vec<SocketAddr> = answer.into_iter().filter(|a| fresh.insert(*a)).collect();
             current.retain(|addr, key| {
-                let keep = addrs.contains(addr);
+                let keep = fresh.contains(addr);
                 if !keep {
                     handle.remove(key);
                 }
