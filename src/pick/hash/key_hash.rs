@@ -14,7 +14,7 @@ use crate::pick::{Context, PeakEwma, Pick, Picker};
 /// joins or leaves, about `n/(n+1)` of all keys move. It is here as the
 /// baseline the consistent pickers ([`RingHash`](super::RingHash),
 /// [`Maglev`](super::Maglev)) are measured against. Weights are ignored.
-/// The exact hash is defined in the [module docs](super::hash).
+/// The exact hash is defined in the [module docs](super).
 ///
 /// Requests without a key go to the fallback picker (default [`PeakEwma`]).
 /// Unavailable endpoints, and with [`bounded_load`](Self::bounded_load)

@@ -27,7 +27,7 @@ pub const MAX_TABLE_SIZE: usize = 16_777_213;
 /// their own permutation of the table; a request goes to entry
 /// `hash(key) mod M`. Lookup is O(1), shares are within `n/M` of the
 /// weights, and a membership change moves little more than the minimum.
-/// The exact hash is defined in the [module docs](super::hash).
+/// The exact hash is defined in the [module docs](super).
 ///
 /// The table needs at least one entry per endpoint: when the endpoint set
 /// outgrows `table_size`, the table is built at the smallest prime
