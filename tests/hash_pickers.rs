@@ -13,6 +13,7 @@ use std::task::{Context, Poll, Waker};
 
 use proptest::prelude::*;
 use tower::Service;
+use tower_lb::balance::call_avoiding;
 use tower_lb::pick::hash::{MAX_TABLE_SIZE, MAX_VNODES, SUGGESTED_BOUNDED_LOAD};
 use tower_lb::pick::key::{ForwardedFor, Header, Path, RequestKey, hash_bytes, hash_ip, key_fn};
 use tower_lb::pick::{self, KeyHash, Maglev, Pick, RingHash, RoundRobin};
@@ -199,7 +200,8 @@ mod reference {
         v
     }
 
-    pub fn ring(eps: &[(u64, String, f64)], vnodes: usize, key: u64) -> String {
+    /// The ring's owners from the key's point on, once around.
+    pub fn ring_walk(eps: &[(u64, String, f64)], vnodes: usize, key: u64) -> Vec<String> {
         let mut points = Vec::new();
         for (h, name, w) in eps {
             let count = ((vnodes as f64 * w).round() as u64).max(1);
@@ -211,11 +213,18 @@ mod reference {
         }
         points.sort();
         let p = point(key);
-        let hit = points.iter().find(|q| q.0 >= p).unwrap_or(&points[0]);
-        hit.2.clone()
+        let start = points.iter().position(|q| q.0 >= p).unwrap_or(0);
+        (0..points.len())
+            .map(|k| points[(start + k) % points.len()].2.clone())
+            .collect()
     }
 
-    pub fn maglev(eps: &[(u64, String, f64)], m: u64, key: u64) -> String {
+    pub fn ring(eps: &[(u64, String, f64)], vnodes: usize, key: u64) -> String {
+        ring_walk(eps, vnodes, key).swap_remove(0)
+    }
+
+    /// The Maglev table's owners from the key's entry on, once around.
+    pub fn maglev_walk(eps: &[(u64, String, f64)], m: u64, key: u64) -> Vec<String> {
         let w_max = eps.iter().map(|e| e.2).fold(0.0, f64::max);
         let mut table: Vec<Option<usize>> = vec![None; m as usize];
         let mut next = vec![0u64; eps.len()];
@@ -241,7 +250,14 @@ mod reference {
                 }
             }
         }
-        eps[table[(point(key) % m) as usize].unwrap()].1.clone()
+        let start = point(key) % m;
+        (0..m)
+            .map(|k| eps[table[((start + k) % m) as usize].unwrap()].1.clone())
+            .collect()
+    }
+
+    pub fn maglev(eps: &[(u64, String, f64)], m: u64, key: u64) -> String {
+        maglev_walk(eps, m, key).swap_remove(0)
     }
 
     pub fn key_hash(eps: &[(u64, String, f64)], key: u64) -> String {
@@ -287,6 +303,46 @@ fn pickers_follow_the_documented_definition() {
             reference::key_hash(&k_eps, key),
             "key_hash {key}"
         );
+    }
+}
+
+#[test]
+fn a_retry_skips_tried_endpoints_by_walking_on() {
+    let mut ring = build(RingHash::new(by_id()).vnodes(20).unwrap(), &names(7));
+    let mut maglev = build(Maglev::new(by_id()).table_size(1_009).unwrap(), &names(7));
+    let ids: std::collections::HashMap<String, u64> = ring
+        .handle()
+        .endpoints()
+        .into_iter()
+        .map(|(k, s)| (k, s.id()))
+        .collect();
+    let (r_eps, m_eps) = (reference::endpoints(&ring), reference::endpoints(&maglev));
+    for key in 0..300u64 {
+        let check = |walk: Vec<String>, call: &mut dyn FnMut(&[u64]) -> (Arc<str>, Option<u64>)| {
+            let first = walk[0].clone();
+            let second = walk.iter().find(|n| **n != first).unwrap().clone();
+            let third = walk
+                .iter()
+                .find(|n| **n != first && **n != second)
+                .unwrap()
+                .clone();
+            let (got, picked) = call(&[ids[&first]]);
+            assert_eq!(
+                (&*got, picked),
+                (second.as_str(), Some(ids[&second])),
+                "key {key}"
+            );
+            let (got, _) = call(&[ids[&first], ids[&second]]);
+            assert_eq!(&*got, third.as_str(), "key {key}");
+        };
+        check(reference::ring_walk(&r_eps, 20, key), &mut |avoid| {
+            let (f, picked) = call_avoiding(avoid, || ring.call(key));
+            (now(f).unwrap(), picked)
+        });
+        check(reference::maglev_walk(&m_eps, 1_009, key), &mut |avoid| {
+            let (f, picked) = call_avoiding(avoid, || maglev.call(key));
+            (now(f).unwrap(), picked)
+        });
     }
 }
 

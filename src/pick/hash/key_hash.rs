@@ -61,6 +61,10 @@ impl<E, F> KeyHash<E, F> {
     /// [`SUGGESTED_BOUNDED_LOAD`](super::SUGGESTED_BOUNDED_LOAD) (1.25) is
     /// the paper's suggestion.
     ///
+    /// Cost: a pick whose candidate already has requests in flight sums
+    /// every endpoint's in-flight count once (O(n) relaxed loads) to compute
+    /// the cap; idle candidates are taken without it.
+    ///
     /// # Errors
     ///
     /// A [`ConfigError`] on field `bounded_load` unless `c` is finite and `>= 1`.

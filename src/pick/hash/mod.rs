@@ -38,14 +38,16 @@
 //!
 //! # The hash, exactly
 //!
-//! Everything is XXH64 with seed 0, fixed across processes, platforms of the
-//! same byte order, and releases (golden tests pin it):
+//! Everything is XXH64 with seed 0, fixed across processes and releases
+//! (golden tests pin it):
 //!
 //! * **Request point:** `p = XXH64(key.to_le_bytes())`, `key` being the
 //!   [`RequestKey`](super::key::RequestKey)'s `u64`.
 //! * **Endpoint hash:** [`EndpointState::key_hash`], XXH64 over the endpoint
 //!   key's `Hash` output (for a `&str`/`String` key: its UTF-8 bytes, then a
-//!   `0xFF` byte).
+//!   `0xFF` byte). Prefer string keys (`"10.0.0.1:8080"`) when processes on
+//!   different architectures must agree: integers and `SocketAddr` feed
+//!   `Hash` native-endian, `usize`-sized bytes.
 //! * **Key order:** endpoints sorted by endpoint hash. It, not the order of
 //!   insertion, is what every lookup depends on, so processes that learned
 //!   the endpoints in a different order agree.
