@@ -306,6 +306,9 @@ fn pickers_follow_the_documented_definition() {
     }
 }
 
+/// The endpoint a call went to, and the id the balancer reported.
+type Routed = (Arc<str>, Option<u64>);
+
 #[test]
 fn a_retry_skips_tried_endpoints_by_walking_on() {
     let mut ring = build(RingHash::new(by_id()).vnodes(20).unwrap(), &names(7));
@@ -318,7 +321,7 @@ fn a_retry_skips_tried_endpoints_by_walking_on() {
         .collect();
     let (r_eps, m_eps) = (reference::endpoints(&ring), reference::endpoints(&maglev));
     for key in 0..300u64 {
-        let check = |walk: Vec<String>, call: &mut dyn FnMut(&[u64]) -> (Arc<str>, Option<u64>)| {
+        let check = |walk: Vec<String>, call: &mut dyn FnMut(&[u64]) -> Routed| {
             let first = walk[0].clone();
             let second = walk.iter().find(|n| **n != first).unwrap().clone();
             let third = walk
