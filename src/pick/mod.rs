@@ -37,7 +37,7 @@ mod weighted_round_robin;
 use std::sync::Arc;
 
 pub use hash::{KeyHash, Maglev, RingHash};
-pub use key::RequestKey;
+pub use key::{ForwardedFor, Header, KeyFn, Path, RequestKey, key_fn};
 pub use least_in_flight::LeastInFlight;
 pub use least_response_time::LeastResponseTime;
 pub use p2c_least_in_flight::P2cLeastInFlight;
