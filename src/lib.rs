@@ -39,6 +39,7 @@ pub mod balance;
 pub mod classify;
 pub mod endpoint;
 mod error;
+pub mod outlier;
 pub mod pick;
 mod rng;
 

@@ -1,0 +1,441 @@
+//! [`Detector`]: the pool-level half — applies the rules, enforces the
+//! ejection limit, runs the interval evaluation lazily.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use super::config::{OutlierDetection, max_ejections};
+use super::host::{EjectionReason, HostStats};
+use super::rules::{self, Sample};
+use crate::classify::Outcome;
+
+/// What one interval evaluation did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Evaluation {
+    /// Hosts ejected by the interval rules.
+    pub ejected: usize,
+    /// Hosts whose ejection had ended and were returned to the pool.
+    pub returned: usize,
+    /// Detections not enforced because the pool was at its ejection limit.
+    pub refused: usize,
+}
+
+/// Outlier detection for one pool of hosts: shared (behind the balancer's
+/// `Arc`) by every clone of a balancer. Atomics only, no background task:
+/// the balancer calls [`on_response`](Self::on_response) for each completed
+/// call and [`maybe_evaluate`](Self::maybe_evaluate) lazily.
+///
+/// Every method takes the pool as a slice of anything that is
+/// `AsRef<HostStats>`, the time as nanoseconds since the balancer's epoch
+/// (the detector has no clock) and randomness as a `u64` (for jitter and
+/// enforcement). The pool may differ between calls (membership changes):
+/// nothing is remembered by index, and a stale index is ignored.
+///
+/// Ejections and evaluations are serialized by a try-lock (one
+/// compare-exchange); a caller that finds it taken gives up rather than
+/// wait: a tripped consecutive rule stays tripped and is tried again on the
+/// host's next failure, a due evaluation is run by the next response. Under
+/// that lock the number of ejected hosts is counted exactly, so the limit of
+/// [`max_ejections`] holds, and no pool ever has all its hosts ejected.
+#[derive(Debug)]
+pub struct Detector {
+    lock: AtomicBool,
+    next_eval_ns: AtomicU64,
+    last_eval_ns: AtomicU64,
+    /// Cached count of ejected hosts, valid for a pool of `cached_len`
+    /// hosts until `next_expiry_ns` (the earliest end of a counted ejection).
+    ejected: AtomicUsize,
+    cached_len: AtomicUsize,
+    next_expiry_ns: AtomicU64,
+    ejections: [AtomicU64; 5],
+    refused: AtomicU64,
+    returned: AtomicU64,
+    evaluations: AtomicU64,
+}
+
+impl Default for Detector {
+    fn default() -> Self {
+        Self {
+            lock: AtomicBool::new(false),
+            next_eval_ns: AtomicU64::new(0),
+            last_eval_ns: AtomicU64::new(0),
+            ejected: AtomicUsize::new(0),
+            cached_len: AtomicUsize::new(0),
+            next_expiry_ns: AtomicU64::new(u64::MAX),
+            ejections: Default::default(),
+            refused: AtomicU64::new(0),
+            returned: AtomicU64::new(0),
+            evaluations: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Releases the detector's try-lock when dropped.
+struct Guard<'a>(&'a AtomicBool);
+
+impl Drop for Guard<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// Outcome of one ejection attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Attempt {
+    Ejected,
+    AlreadyEjected,
+    NotEnforced,
+    AtLimit,
+}
+
+impl Detector {
+    /// A detector whose first evaluation runs at the first
+    /// [`maybe_evaluate`](Self::maybe_evaluate) call.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn try_lock(&self) -> Option<Guard<'_>> {
+        self.lock
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| Guard(&self.lock))
+    }
+
+    /// Records one completed call of `pool[index]` and applies the
+    /// consecutive rules at once. Returns the reason if this call ejected
+    /// the host. An `index` outside the pool is ignored.
+    ///
+    /// Cost: [`HostStats::record`] (a few relaxed atomics); an ejection
+    /// attempt (a compare-exchange and an O(n) count) only when a
+    /// consecutive rule trips.
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_response<H: AsRef<HostStats>>(
+        &self,
+        cfg: &OutlierDetection,
+        pool: &[H],
+        index: usize,
+        outcome: Outcome,
+        latency: Duration,
+        now_ns: u64,
+        rand: u64,
+    ) -> Option<EjectionReason> {
+        let host = pool.get(index)?.as_ref();
+        let reason = host.record(cfg, outcome, latency)?;
+        self.eject_at(cfg, pool, index, reason, now_ns, rand)
+            .then_some(reason)
+    }
+
+    /// Ejects `host` for `reason` if it is in `pool` (found by identity, so
+    /// indexes may have moved since the host was picked), not already
+    /// ejected, the rule's enforcing percentage allows it and the pool is
+    /// under its limit. Returns whether it did.
+    ///
+    /// For a caller that records with [`HostStats::record`] on the response
+    /// path and loads the pool only when a rule trips. Cost: O(n).
+    pub fn eject<H: AsRef<HostStats>>(
+        &self,
+        cfg: &OutlierDetection,
+        pool: &[H],
+        host: &HostStats,
+        reason: EjectionReason,
+        now_ns: u64,
+        rand: u64,
+    ) -> bool {
+        match pool.iter().position(|h| std::ptr::eq(h.as_ref(), host)) {
+            Some(index) => self.eject_at(cfg, pool, index, reason, now_ns, rand),
+            None => false,
+        }
+    }
+
+    fn eject_at<H: AsRef<HostStats>>(
+        &self,
+        cfg: &OutlierDetection,
+        pool: &[H],
+        index: usize,
+        reason: EjectionReason,
+        now_ns: u64,
+        rand: u64,
+    ) -> bool {
+        let Some(host) = pool.get(index).map(AsRef::as_ref) else {
+            return false;
+        };
+        if host.is_ejected(now_ns) {
+            return false;
+        }
+        let Some(_guard) = self.try_lock() else {
+            return false;
+        };
+        let mut ejected = count_ejected(pool, now_ns);
+        let mut rng = Mix(rand);
+        let attempt = self.attempt(cfg, pool, index, reason, now_ns, &mut rng, &mut ejected);
+        if attempt == Attempt::NotEnforced {
+            // The detection is spent: the streak starts over.
+            host.record_not_enforced();
+        }
+        attempt == Attempt::Ejected
+    }
+
+    /// One ejection attempt, under the lock. `ejected` is the pool's current
+    /// count of ejected hosts, kept up to date.
+    #[allow(clippy::too_many_arguments)]
+    fn attempt<H: AsRef<HostStats>>(
+        &self,
+        cfg: &OutlierDetection,
+        pool: &[H],
+        index: usize,
+        reason: EjectionReason,
+        now_ns: u64,
+        rng: &mut Mix,
+        ejected: &mut usize,
+    ) -> Attempt {
+        let Some(host) = pool.get(index).map(AsRef::as_ref) else {
+            return Attempt::AlreadyEjected;
+        };
+        if host.is_ejected(now_ns) {
+            return Attempt::AlreadyEjected;
+        }
+        if !enforced(rule_enforcing(cfg, reason), rng.next()) {
+            return Attempt::NotEnforced;
+        }
+        if *ejected >= max_ejections(pool.len(), cfg.max_ejection_percent) {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            return Attempt::AtLimit;
+        }
+        let max_multiplier = cfg.max_multiplier();
+        let base = cfg.ejection_ns(host.next_multiplier(max_multiplier));
+        let jitter = below(rng.next(), cfg.jitter_ns.saturating_add(1));
+        let until = now_ns.saturating_add(base).saturating_add(jitter);
+        host.eject(until, max_multiplier, reason);
+        *ejected += 1;
+        self.ejections[reason.index()].fetch_add(1, Ordering::Relaxed);
+        self.store_cache(pool, now_ns);
+        Attempt::Ejected
+    }
+
+    /// True when an evaluation is due at `now_ns`: one atomic load, so a
+    /// caller can check it before loading the pool.
+    #[inline]
+    pub fn is_due(&self, now_ns: u64) -> bool {
+        now_ns >= self.next_eval_ns.load(Ordering::Relaxed)
+    }
+
+    /// Runs the interval evaluation if it is due and no other caller is
+    /// running it (claimed with a compare-exchange; others return `None` at
+    /// once). In order:
+    ///
+    /// 1. hosts whose ejection has ended are returned; every other
+    ///    un-ejected host's multiplier decays by one per interval elapsed
+    ///    since the last evaluation (Envoy, gRPC A50);
+    /// 2. the interval's counts are taken and reset;
+    /// 3. success rate, failure percentage and latency rules eject their
+    ///    outliers, worst first, while the pool is under its limit.
+    ///
+    /// Cost when not due: one atomic load. When due: O(n log n) and a few
+    /// small allocations, once per interval.
+    pub fn maybe_evaluate<H: AsRef<HostStats>>(
+        &self,
+        cfg: &OutlierDetection,
+        pool: &[H],
+        now_ns: u64,
+        rand: u64,
+    ) -> Option<Evaluation> {
+        if !self.is_due(now_ns) {
+            return None;
+        }
+        let _guard = self.try_lock()?;
+        if !self.is_due(now_ns) {
+            return None;
+        }
+        let interval = cfg.interval_ns.max(1);
+        let last = self.last_eval_ns.swap(now_ns, Ordering::Relaxed);
+        self.next_eval_ns
+            .store(now_ns.saturating_add(interval), Ordering::Relaxed);
+        self.evaluations.fetch_add(1, Ordering::Relaxed);
+        let steps = u32::try_from(now_ns.saturating_sub(last) / interval)
+            .unwrap_or(u32::MAX)
+            .max(1);
+
+        let mut report = Evaluation::default();
+        for h in pool {
+            let h = h.as_ref();
+            match h.raw_ejected_until() {
+                0 => h.decay(steps),
+                until if until <= now_ns => {
+                    h.clear_ejection();
+                    report.returned += 1;
+                }
+                _ => {}
+            }
+        }
+        self.returned
+            .fetch_add(report.returned as u64, Ordering::Relaxed);
+
+        let samples: Vec<Sample> = pool
+            .iter()
+            .enumerate()
+            .map(|(index, h)| Sample {
+                index,
+                counts: h.as_ref().take_counts(),
+            })
+            .collect();
+
+        let mut candidates: Vec<(usize, EjectionReason)> = Vec::new();
+        if let Some(rule) = &cfg.success_rate {
+            let found = rules::success_rate(rule, &samples);
+            candidates.extend(found.into_iter().map(|i| (i, EjectionReason::SuccessRate)));
+        }
+        if let Some(rule) = &cfg.failure_percentage {
+            let found = rules::failure_percentage(rule, &samples);
+            candidates.extend(
+                found
+                    .into_iter()
+                    .map(|i| (i, EjectionReason::FailurePercentage)),
+            );
+        }
+        if let Some(rule) = &cfg.latency {
+            let outliers = rules::latency(rule, &samples).unwrap_or_default();
+            let mut sustained = Vec::new();
+            for (i, h) in pool.iter().enumerate() {
+                let h = h.as_ref();
+                let outlier = !h.is_ejected(now_ns) && outliers.contains(&i);
+                if h.latency_strike(outlier) >= rule.consecutive_intervals {
+                    sustained.push(i);
+                }
+            }
+            // Keep the rule's slowest-first order.
+            candidates.extend(
+                outliers
+                    .into_iter()
+                    .filter(|i| sustained.contains(i))
+                    .map(|i| (i, EjectionReason::Latency)),
+            );
+        } else {
+            for h in pool {
+                h.as_ref().latency_strike(false);
+            }
+        }
+
+        let mut ejected = count_ejected(pool, now_ns);
+        let mut rng = Mix(rand);
+        for (index, reason) in candidates {
+            match self.attempt(cfg, pool, index, reason, now_ns, &mut rng, &mut ejected) {
+                Attempt::Ejected => report.ejected += 1,
+                Attempt::AtLimit => report.refused += 1,
+                Attempt::AlreadyEjected | Attempt::NotEnforced => {}
+            }
+        }
+        self.store_cache(pool, now_ns);
+        Some(report)
+    }
+
+    /// Hosts ejected as of the last ejection or evaluation: one atomic load.
+    /// May count an ejection that has ended since, or a host since removed
+    /// from the pool; [`ejected_count_at`](Self::ejected_count_at) does not.
+    #[inline]
+    pub fn ejected_count(&self) -> usize {
+        self.ejected.load(Ordering::Relaxed)
+    }
+
+    /// Hosts of `pool` ejected at `now_ns`. Three atomic loads while no
+    /// counted ejection has ended and the pool's size is unchanged; an O(n)
+    /// recount (cached for the next callers) otherwise.
+    pub fn ejected_count_at<H: AsRef<HostStats>>(&self, pool: &[H], now_ns: u64) -> usize {
+        if now_ns < self.next_expiry_ns.load(Ordering::Acquire)
+            && self.cached_len.load(Ordering::Relaxed) == pool.len()
+        {
+            return self.ejected.load(Ordering::Relaxed);
+        }
+        match self.try_lock() {
+            Some(_guard) => self.store_cache(pool, now_ns),
+            None => count_ejected(pool, now_ns),
+        }
+    }
+
+    /// Ejections so far for `reason` (monotonic; for metrics).
+    pub fn ejections(&self, reason: EjectionReason) -> u64 {
+        self.ejections[reason.index()].load(Ordering::Relaxed)
+    }
+
+    /// Ejections so far, all reasons.
+    pub fn total_ejections(&self) -> u64 {
+        EjectionReason::ALL.iter().map(|&r| self.ejections(r)).sum()
+    }
+
+    /// Ejection attempts refused because the pool was at its limit
+    /// (a tripped consecutive rule retries on each further failure, and
+    /// each retry counts).
+    pub fn refused_ejections(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// Hosts returned to the pool by evaluations so far.
+    pub fn returned(&self) -> u64 {
+        self.returned.load(Ordering::Relaxed)
+    }
+
+    /// Evaluations run so far.
+    pub fn evaluations(&self) -> u64 {
+        self.evaluations.load(Ordering::Relaxed)
+    }
+
+    /// Recounts the pool's ejected hosts into the cache (under the lock).
+    fn store_cache<H: AsRef<HostStats>>(&self, pool: &[H], now_ns: u64) -> usize {
+        let mut count = 0;
+        let mut expiry = u64::MAX;
+        for h in pool {
+            let until = h.as_ref().raw_ejected_until();
+            if until > now_ns {
+                count += 1;
+                expiry = expiry.min(until);
+            }
+        }
+        self.ejected.store(count, Ordering::Relaxed);
+        self.cached_len.store(pool.len(), Ordering::Relaxed);
+        self.next_expiry_ns.store(expiry, Ordering::Release);
+        count
+    }
+}
+
+fn count_ejected<H: AsRef<HostStats>>(pool: &[H], now_ns: u64) -> usize {
+    pool.iter()
+        .filter(|h| h.as_ref().is_ejected(now_ns))
+        .count()
+}
+
+fn rule_enforcing(cfg: &OutlierDetection, reason: EjectionReason) -> u32 {
+    let p = match reason {
+        EjectionReason::ConsecutiveFailures => {
+            cfg.consecutive_failures.map(|r| r.enforcing_percent)
+        }
+        EjectionReason::ConsecutiveGatewayFailures => cfg
+            .consecutive_gateway_failures
+            .map(|r| r.enforcing_percent),
+        EjectionReason::SuccessRate => cfg.success_rate.map(|r| r.enforcing_percent),
+        EjectionReason::FailurePercentage => cfg.failure_percentage.map(|r| r.enforcing_percent),
+        EjectionReason::Latency => cfg.latency.map(|r| r.enforcing_percent),
+    };
+    p.unwrap_or(0)
+}
+
+fn enforced(percent: u32, r: u64) -> bool {
+    percent >= 100 || below(r, 100) < u64::from(percent)
+}
+
+/// Maps a random `u64` onto `0..n` (Lemire's multiply-shift); 0 when `n` is 0.
+fn below(r: u64, n: u64) -> u64 {
+    ((u128::from(r) * u128::from(n)) >> 64) as u64
+}
+
+/// SplitMix64: several independent draws from the one `u64` a caller gives.
+struct Mix(u64);
+
+impl Mix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
