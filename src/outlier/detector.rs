@@ -340,6 +340,11 @@ impl Detector {
     /// Hosts of `pool` ejected at `now_ns`. Three atomic loads while no
     /// counted ejection has ended and the pool's size is unchanged; an O(n)
     /// recount (cached for the next callers) otherwise.
+    ///
+    /// If membership changes left every host of `pool` ejected, the recount
+    /// returns the one whose ejection ends first, so calling this on the
+    /// pick path (as the panic threshold does) keeps at least one host
+    /// un-ejected for every pool.
     pub fn ejected_count_at<H: AsRef<HostStats>>(&self, pool: &[H], now_ns: u64) -> usize {
         if now_ns < self.next_expiry_ns.load(Ordering::Acquire)
             && self.cached_len.load(Ordering::Relaxed) == pool.len()
@@ -380,15 +385,37 @@ impl Detector {
     }
 
     /// Recounts the pool's ejected hosts into the cache (under the lock).
+    ///
+    /// The detector never ejects a pool's last host, but removing healthy
+    /// hosts can leave a pool with every host ejected; then the host whose
+    /// ejection ends first is returned at once.
     fn store_cache<H: AsRef<HostStats>>(&self, pool: &[H], now_ns: u64) -> usize {
         let mut count = 0;
         let mut expiry = u64::MAX;
+        let mut first: Option<&HostStats> = None;
         for h in pool {
-            let until = h.as_ref().raw_ejected_until();
+            let h = h.as_ref();
+            let until = h.raw_ejected_until();
             if until > now_ns {
                 count += 1;
-                expiry = expiry.min(until);
+                if until < expiry {
+                    expiry = until;
+                    first = Some(h);
+                }
             }
+        }
+        if count > 0 && count == pool.len() {
+            if let Some(h) = first {
+                h.clear_ejection();
+                self.returned.fetch_add(1, Ordering::Relaxed);
+            }
+            count -= 1;
+            expiry = pool
+                .iter()
+                .map(|h| h.as_ref().raw_ejected_until())
+                .filter(|&u| u > now_ns)
+                .min()
+                .unwrap_or(u64::MAX);
         }
         self.ejected.store(count, Ordering::Relaxed);
         self.cached_len.store(pool.len(), Ordering::Relaxed);
