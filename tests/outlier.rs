@@ -183,6 +183,28 @@ fn success_rate_ejects_the_low_outlier_with_five_hosts() {
 }
 
 #[test]
+fn success_rate_spares_hosts_above_the_ejection_threshold() {
+    // With 5 hosts, a single host that differs at all is exactly 2 σ below
+    // the mean: Envoy would eject a host for one failure in 100.
+    let rates = [(0, 100), (1, 100), (2, 99), (3, 100), (4, 100)];
+    let cfg = none()
+        .success_rate(Some(SuccessRate::default()))
+        .build()
+        .unwrap();
+    let d = Detector::new();
+    let p = success_rate_pool(&cfg, &d, &rates);
+    d.maybe_evaluate(&cfg, &p, 10 * SEC, 0);
+    assert!(ejected(&p, 10 * SEC).is_empty());
+    // Envoy's behaviour on request.
+    let envoy = SuccessRate::default().ejection_threshold(100.0);
+    let cfg = none().success_rate(Some(envoy)).build().unwrap();
+    let d = Detector::new();
+    let p = success_rate_pool(&cfg, &d, &rates);
+    d.maybe_evaluate(&cfg, &p, 10 * SEC, 0);
+    assert_eq!(ejected(&p, 10 * SEC), vec![2]);
+}
+
+#[test]
 fn success_rate_respects_minimum_hosts_and_request_volume() {
     let cfg = none()
         .success_rate(Some(SuccessRate::default()))
@@ -898,6 +920,18 @@ fn every_invalid_field_is_named() {
             "outlier.failure_percentage.enforcing_percent",
         ),
         (
+            b().success_rate(Some(SuccessRate::default().ejection_threshold(0.0))),
+            "outlier.success_rate.ejection_threshold",
+        ),
+        (
+            b().success_rate(Some(SuccessRate::default().ejection_threshold(100.5))),
+            "outlier.success_rate.ejection_threshold",
+        ),
+        (
+            b().success_rate(Some(SuccessRate::default().ejection_threshold(f64::NAN))),
+            "outlier.success_rate.ejection_threshold",
+        ),
+        (
             b().latency(Some(LatencyOutlier::default().factor(1.0))),
             "outlier.latency.factor",
         ),
@@ -940,4 +974,34 @@ fn every_invalid_field_is_named() {
         ))
         .build();
     assert!(ok.is_ok());
+}
+
+// ---------------------------------------------------------------- threads
+
+#[test]
+fn concurrent_failures_never_eject_past_the_limit() {
+    let cfg = OutlierDetection::builder()
+        .consecutive_failures(Some(Consecutive::new(1)))
+        .consecutive_gateway_failures(None)
+        .build()
+        .unwrap();
+    for round in 0..20u64 {
+        let d = Detector::new();
+        let p = pool(3); // limit 1
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let (d, p, cfg) = (&d, &p, &cfg);
+                s.spawn(move || {
+                    for k in 0..2_000u64 {
+                        let i = ((k + t) % 3) as usize;
+                        d.on_response(cfg, p, i, ERR, MS, round, k ^ t);
+                        assert!(ejected(p, round).len() <= 1);
+                    }
+                });
+            }
+        });
+        assert_eq!(ejected(&p, round).len(), 1, "round {round}");
+        assert_eq!(d.total_ejections(), 1);
+        assert_eq!(d.ejected_count_at(&p, round), 1);
+    }
 }

@@ -9,7 +9,7 @@
 //! |---|---|---|
 //! | consecutive failures | at once, on the response | 5 in a row |
 //! | consecutive gateway failures (`Gateway`, `Connect`, `Timeout`) | at once | 5 in a row |
-//! | success rate | each interval | below mean − 1.9 σ; ≥ 5 hosts with ≥ 100 requests |
+//! | success rate | each interval | below mean − 1.9 σ and below 99%; ≥ 5 hosts with ≥ 100 requests |
 //! | failure percentage | each interval | above 85%; ≥ 5 hosts with ≥ 50 requests |
 //! | latency | each interval | mean > 3 × pool median for 3 intervals; ≥ 3 hosts with ≥ 50 samples |
 //!
@@ -69,9 +69,9 @@ pub use config::{
     DEFAULT_FAILURE_PERCENTAGE_THRESHOLD, DEFAULT_INTERVAL, DEFAULT_LATENCY_CONSECUTIVE_INTERVALS,
     DEFAULT_LATENCY_FACTOR, DEFAULT_LATENCY_MINIMUM_HOSTS, DEFAULT_LATENCY_REQUEST_VOLUME,
     DEFAULT_MAX_EJECTION_JITTER, DEFAULT_MAX_EJECTION_PERCENT, DEFAULT_MAX_EJECTION_TIME,
-    DEFAULT_SUCCESS_RATE_MINIMUM_HOSTS, DEFAULT_SUCCESS_RATE_REQUEST_VOLUME,
-    DEFAULT_SUCCESS_RATE_STDEV_FACTOR, FailurePercentage, LatencyOutlier, OutlierDetection,
-    OutlierDetectionBuilder, SuccessRate, max_ejections,
+    DEFAULT_SUCCESS_RATE_EJECTION_THRESHOLD, DEFAULT_SUCCESS_RATE_MINIMUM_HOSTS,
+    DEFAULT_SUCCESS_RATE_REQUEST_VOLUME, DEFAULT_SUCCESS_RATE_STDEV_FACTOR, FailurePercentage,
+    LatencyOutlier, OutlierDetection, OutlierDetectionBuilder, SuccessRate, max_ejections,
 };
 pub use detector::{Detector, Evaluation};
 pub use host::{EjectionReason, HostStats};

@@ -20,7 +20,7 @@ impl Sample {
 /// Success-rate outliers (Envoy / gRPC A50): over hosts with at least
 /// `request_volume` requests, if there are at least `minimum_hosts`, those
 /// whose success rate is below `mean − stdev_factor · σ` (σ the population
-/// standard deviation), lowest rate first.
+/// standard deviation) and below `ejection_threshold`, lowest rate first.
 pub(crate) fn success_rate(rule: &SuccessRate, samples: &[Sample]) -> Vec<usize> {
     let rated: Vec<(usize, f64)> = samples
         .iter()
@@ -42,7 +42,7 @@ pub(crate) fn success_rate(rule: &SuccessRate, samples: &[Sample]) -> Vec<usize>
         .map(|&(_, r)| (r - mean) * (r - mean))
         .sum::<f64>()
         / n;
-    let threshold = mean - rule.stdev_factor * var.sqrt();
+    let threshold = (mean - rule.stdev_factor * var.sqrt()).min(rule.ejection_threshold);
     let mut out: Vec<(usize, f64)> = rated.into_iter().filter(|&(_, r)| r < threshold).collect();
     out.sort_by(|a, b| a.1.total_cmp(&b.1));
     out.into_iter().map(|(i, _)| i).collect()
