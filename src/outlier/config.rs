@@ -2,6 +2,12 @@
 
 use std::time::Duration;
 
+use super::consecutive::{
+    Consecutive, DEFAULT_CONSECUTIVE_FAILURES, DEFAULT_CONSECUTIVE_GATEWAY_FAILURES,
+};
+use super::failure_percentage::FailurePercentage;
+use super::latency::LatencyOutlier;
+use super::success_rate::SuccessRate;
 use crate::error::{ConfigError, check_nonzero};
 
 /// How often the interval rules run: 10 s (Envoy's `interval`, gRPC A50).
@@ -23,51 +29,6 @@ pub const DEFAULT_MAX_EJECTION_JITTER: Duration = Duration::from_secs(3);
 /// At most this share of the pool is ejected at once: 10% (Envoy's
 /// `max_ejection_percent`, gRPC A50); see [`max_ejections`] for small pools.
 pub const DEFAULT_MAX_EJECTION_PERCENT: u32 = 10;
-/// Consecutive failures that eject a host: 5 (Envoy's `consecutive_5xx`).
-pub const DEFAULT_CONSECUTIVE_FAILURES: u32 = 5;
-/// Consecutive gateway failures that eject a host: 5 (Envoy's
-/// `consecutive_gateway_failure`).
-pub const DEFAULT_CONSECUTIVE_GATEWAY_FAILURES: u32 = 5;
-/// A host is a success-rate outlier below `mean − 1.9 σ` of the pool
-/// (Envoy's `success_rate_stdev_factor` 1900 / 1000, gRPC A50).
-pub const DEFAULT_SUCCESS_RATE_STDEV_FACTOR: f64 = 1.9;
-/// Hosts with enough volume needed before success rate is judged: 5 (Envoy).
-pub const DEFAULT_SUCCESS_RATE_MINIMUM_HOSTS: u32 = 5;
-/// Requests per interval a host needs to be judged on success rate: 100 (Envoy).
-pub const DEFAULT_SUCCESS_RATE_REQUEST_VOLUME: u32 = 100;
-/// A host at or above this success rate (percent) is never a success-rate
-/// outlier: 99%. Ours (Envoy users asked for it in envoy#18752 and #37723):
-/// when the other hosts are nearly perfect, σ is tiny, and with 5 hosts a
-/// single host that differs at all sits exactly 2 σ below the mean — past
-/// Envoy's 1.9 — so one stray failure in 100 requests would eject a healthy
-/// host. 1% is one failure at the default volume, the resolution of the
-/// rule; set 100 for Envoy's behaviour, higher nines for high-volume
-/// services that must catch 0.1% error rates.
-pub const DEFAULT_SUCCESS_RATE_EJECTION_THRESHOLD: f64 = 99.0;
-/// Failure percentage above which a host is ejected: 85% (Envoy's
-/// `failure_percentage_threshold`, gRPC A50).
-pub const DEFAULT_FAILURE_PERCENTAGE_THRESHOLD: u32 = 85;
-/// Hosts with enough volume needed before failure percentage is judged: 5 (Envoy).
-pub const DEFAULT_FAILURE_PERCENTAGE_MINIMUM_HOSTS: u32 = 5;
-/// Requests per interval a host needs to be judged on failure percentage: 50 (Envoy).
-pub const DEFAULT_FAILURE_PERCENTAGE_REQUEST_VOLUME: u32 = 50;
-/// A host is a latency outlier when its mean latency over an interval
-/// exceeds 3 × the pool's median host mean. Ours (neither Envoy nor gRPC has
-/// the rule): replicas on mixed hardware commonly differ by up to 2×; a 3×
-/// gap is a sick host (bad disk, GC storm, noisy neighbour), not variance.
-pub const DEFAULT_LATENCY_FACTOR: f64 = 3.0;
-/// Hosts with enough latency samples needed before the latency rule runs: 3.
-/// The median ignores one slow host of three (its breakdown point is 50%),
-/// unlike the mean and σ of the success-rate rule, which need 5 hosts; and
-/// small pools are where one slow replica hurts most.
-pub const DEFAULT_LATENCY_MINIMUM_HOSTS: u32 = 3;
-/// Latency samples per interval a host needs to be judged: 50, as Envoy's
-/// failure-percentage volume. Load-aware pickers send a slow host less
-/// traffic, so this is kept lower than the success-rate volume.
-pub const DEFAULT_LATENCY_REQUEST_VOLUME: u32 = 50;
-/// Intervals in a row a host must be a latency outlier before ejection: 3
-/// (30 s at the default interval), so one GC pause or burst does not eject.
-pub const DEFAULT_LATENCY_CONSECUTIVE_INTERVALS: u32 = 3;
 /// Share of detections that actually eject: 100% (Envoy's `enforcing_*`).
 pub const DEFAULT_ENFORCING_PERCENT: u32 = 100;
 
@@ -92,289 +53,6 @@ pub fn max_ejections(n: usize, percent: u32) -> usize {
     }
     let share = (n as u128 * u128::from(percent.min(100)) / 100) as usize;
     share.max(1).min(n - 1)
-}
-
-/// A consecutive-failures rule: eject a host after `threshold` failures in a
-/// row (any success in between resets the count).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Consecutive {
-    pub(crate) threshold: u32,
-    pub(crate) enforcing_percent: u32,
-}
-
-impl Consecutive {
-    /// Ejects after `threshold` (≥ 1, checked in `build`) failures in a row.
-    pub fn new(threshold: u32) -> Self {
-        Self {
-            threshold,
-            enforcing_percent: DEFAULT_ENFORCING_PERCENT,
-        }
-    }
-
-    /// Share of detections that eject (0..=100, default 100); 0 only counts.
-    pub fn enforcing_percent(mut self, percent: u32) -> Self {
-        self.enforcing_percent = percent;
-        self
-    }
-
-    fn check(self, threshold: &'static str, enforcing: &'static str) -> Result<Self, ConfigError> {
-        if self.threshold == 0 {
-            return Err(ConfigError::new(
-                threshold,
-                self.threshold,
-                "an integer >= 1",
-            ));
-        }
-        check_percent(enforcing, self.enforcing_percent)?;
-        Ok(self)
-    }
-}
-
-/// The success-rate rule (Envoy, gRPC A50): among hosts with at least
-/// `request_volume` requests in the interval — when there are at least
-/// `minimum_hosts` of them — eject those whose success rate is below
-/// `mean − stdev_factor · σ` and below `ejection_threshold`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SuccessRate {
-    pub(crate) stdev_factor: f64,
-    pub(crate) ejection_threshold: f64,
-    pub(crate) minimum_hosts: u32,
-    pub(crate) request_volume: u32,
-    pub(crate) enforcing_percent: u32,
-}
-
-impl Default for SuccessRate {
-    fn default() -> Self {
-        Self {
-            stdev_factor: DEFAULT_SUCCESS_RATE_STDEV_FACTOR,
-            ejection_threshold: DEFAULT_SUCCESS_RATE_EJECTION_THRESHOLD,
-            minimum_hosts: DEFAULT_SUCCESS_RATE_MINIMUM_HOSTS,
-            request_volume: DEFAULT_SUCCESS_RATE_REQUEST_VOLUME,
-            enforcing_percent: DEFAULT_ENFORCING_PERCENT,
-        }
-    }
-}
-
-impl SuccessRate {
-    /// How many σ below the mean a host must fall (finite, > 0; default 1.9).
-    pub fn stdev_factor(mut self, k: f64) -> Self {
-        self.stdev_factor = k;
-        self
-    }
-    /// Success rate in percent at or above which a host is never ejected
-    /// by this rule (in `(0, 100]`; default 99; 100 is Envoy's behaviour).
-    pub fn ejection_threshold(mut self, percent: f64) -> Self {
-        self.ejection_threshold = percent;
-        self
-    }
-    /// Hosts with enough volume needed to judge (≥ 2; default 5).
-    pub fn minimum_hosts(mut self, n: u32) -> Self {
-        self.minimum_hosts = n;
-        self
-    }
-    /// Requests in the interval a host needs to be judged (≥ 1; default 100).
-    pub fn request_volume(mut self, n: u32) -> Self {
-        self.request_volume = n;
-        self
-    }
-    /// Share of detections that eject (0..=100, default 100).
-    pub fn enforcing_percent(mut self, percent: u32) -> Self {
-        self.enforcing_percent = percent;
-        self
-    }
-
-    fn check(self) -> Result<Self, ConfigError> {
-        if !(self.stdev_factor.is_finite() && self.stdev_factor > 0.0) {
-            return Err(ConfigError::new(
-                "outlier.success_rate.stdev_factor",
-                self.stdev_factor,
-                "a finite number > 0",
-            ));
-        }
-        let t = self.ejection_threshold;
-        if !(t.is_finite() && t > 0.0 && t <= 100.0) {
-            return Err(ConfigError::new(
-                "outlier.success_rate.ejection_threshold",
-                t,
-                "a number in (0, 100]",
-            ));
-        }
-        check_min(
-            "outlier.success_rate.minimum_hosts",
-            self.minimum_hosts,
-            2,
-            "an integer >= 2",
-        )?;
-        check_min(
-            "outlier.success_rate.request_volume",
-            self.request_volume,
-            1,
-            "an integer >= 1",
-        )?;
-        check_percent(
-            "outlier.success_rate.enforcing_percent",
-            self.enforcing_percent,
-        )?;
-        Ok(self)
-    }
-}
-
-/// The failure-percentage rule (Envoy, gRPC A50): among hosts with at least
-/// `request_volume` requests in the interval — when there are at least
-/// `minimum_hosts` of them — eject those whose failure percentage is above
-/// `threshold`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FailurePercentage {
-    pub(crate) threshold: u32,
-    pub(crate) minimum_hosts: u32,
-    pub(crate) request_volume: u32,
-    pub(crate) enforcing_percent: u32,
-}
-
-impl Default for FailurePercentage {
-    fn default() -> Self {
-        Self {
-            threshold: DEFAULT_FAILURE_PERCENTAGE_THRESHOLD,
-            minimum_hosts: DEFAULT_FAILURE_PERCENTAGE_MINIMUM_HOSTS,
-            request_volume: DEFAULT_FAILURE_PERCENTAGE_REQUEST_VOLUME,
-            enforcing_percent: DEFAULT_ENFORCING_PERCENT,
-        }
-    }
-}
-
-impl FailurePercentage {
-    /// Failure percentage a host must exceed (0..=100; default 85).
-    pub fn threshold(mut self, percent: u32) -> Self {
-        self.threshold = percent;
-        self
-    }
-    /// Hosts with enough volume needed to judge (≥ 1; default 5).
-    pub fn minimum_hosts(mut self, n: u32) -> Self {
-        self.minimum_hosts = n;
-        self
-    }
-    /// Requests in the interval a host needs to be judged (≥ 1; default 50).
-    pub fn request_volume(mut self, n: u32) -> Self {
-        self.request_volume = n;
-        self
-    }
-    /// Share of detections that eject (0..=100, default 100).
-    pub fn enforcing_percent(mut self, percent: u32) -> Self {
-        self.enforcing_percent = percent;
-        self
-    }
-
-    fn check(self) -> Result<Self, ConfigError> {
-        check_percent("outlier.failure_percentage.threshold", self.threshold)?;
-        check_min(
-            "outlier.failure_percentage.minimum_hosts",
-            self.minimum_hosts,
-            1,
-            "an integer >= 1",
-        )?;
-        check_min(
-            "outlier.failure_percentage.request_volume",
-            self.request_volume,
-            1,
-            "an integer >= 1",
-        )?;
-        check_percent(
-            "outlier.failure_percentage.enforcing_percent",
-            self.enforcing_percent,
-        )?;
-        Ok(self)
-    }
-}
-
-/// The latency-outlier rule (ours; Envoy has had the request open since
-/// 2016): among hosts with at least `request_volume` latency samples in the
-/// interval — when there are at least `minimum_hosts` of them — a host whose
-/// mean latency exceeds `factor ×` the median of the hosts' means is an
-/// outlier; one that is an outlier for `consecutive_intervals` intervals in a
-/// row is ejected.
-///
-/// Latency samples are the calls that came back: `Success` and
-/// `Failure(Slow)`. Hard failures are left to the failure rules (a host that
-/// fails fast would otherwise look fast).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct LatencyOutlier {
-    pub(crate) factor: f64,
-    pub(crate) minimum_hosts: u32,
-    pub(crate) request_volume: u32,
-    pub(crate) consecutive_intervals: u32,
-    pub(crate) enforcing_percent: u32,
-}
-
-impl Default for LatencyOutlier {
-    fn default() -> Self {
-        Self {
-            factor: DEFAULT_LATENCY_FACTOR,
-            minimum_hosts: DEFAULT_LATENCY_MINIMUM_HOSTS,
-            request_volume: DEFAULT_LATENCY_REQUEST_VOLUME,
-            consecutive_intervals: DEFAULT_LATENCY_CONSECUTIVE_INTERVALS,
-            enforcing_percent: DEFAULT_ENFORCING_PERCENT,
-        }
-    }
-}
-
-impl LatencyOutlier {
-    /// How many times the pool median a host's mean must exceed (finite,
-    /// > 1; default 3).
-    pub fn factor(mut self, k: f64) -> Self {
-        self.factor = k;
-        self
-    }
-    /// Hosts with enough samples needed to judge (≥ 3: a median of two is
-    /// dragged by either; default 3).
-    pub fn minimum_hosts(mut self, n: u32) -> Self {
-        self.minimum_hosts = n;
-        self
-    }
-    /// Latency samples in the interval a host needs to be judged (≥ 1; default 50).
-    pub fn request_volume(mut self, n: u32) -> Self {
-        self.request_volume = n;
-        self
-    }
-    /// Intervals in a row a host must be an outlier (≥ 1; default 3).
-    pub fn consecutive_intervals(mut self, n: u32) -> Self {
-        self.consecutive_intervals = n;
-        self
-    }
-    /// Share of detections that eject (0..=100, default 100).
-    pub fn enforcing_percent(mut self, percent: u32) -> Self {
-        self.enforcing_percent = percent;
-        self
-    }
-
-    fn check(self) -> Result<Self, ConfigError> {
-        if !(self.factor.is_finite() && self.factor > 1.0) {
-            return Err(ConfigError::new(
-                "outlier.latency.factor",
-                self.factor,
-                "a finite number > 1",
-            ));
-        }
-        check_min(
-            "outlier.latency.minimum_hosts",
-            self.minimum_hosts,
-            3,
-            "an integer >= 3",
-        )?;
-        check_min(
-            "outlier.latency.request_volume",
-            self.request_volume,
-            1,
-            "an integer >= 1",
-        )?;
-        check_min(
-            "outlier.latency.consecutive_intervals",
-            self.consecutive_intervals,
-            1,
-            "an integer >= 1",
-        )?;
-        check_percent("outlier.latency.enforcing_percent", self.enforcing_percent)?;
-        Ok(self)
-    }
 }
 
 /// Outlier detection settings: which rules run and how long ejections last.
@@ -620,7 +298,7 @@ pub(crate) fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-fn check_percent(field: &'static str, p: u32) -> Result<u32, ConfigError> {
+pub(crate) fn check_percent(field: &'static str, p: u32) -> Result<u32, ConfigError> {
     if p <= 100 {
         Ok(p)
     } else {
@@ -628,7 +306,7 @@ fn check_percent(field: &'static str, p: u32) -> Result<u32, ConfigError> {
     }
 }
 
-fn check_min(
+pub(crate) fn check_min(
     field: &'static str,
     v: u32,
     min: u32,

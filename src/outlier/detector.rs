@@ -6,19 +6,7 @@ use std::time::Duration;
 
 use super::config::{OutlierDetection, max_ejections};
 use super::host::{EjectionReason, HostStats};
-use super::rules::{self, Sample};
 use crate::classify::Outcome;
-
-/// What one interval evaluation did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Evaluation {
-    /// Hosts ejected by the interval rules.
-    pub ejected: usize,
-    /// Hosts whose ejection had ended and were returned to the pool.
-    pub returned: usize,
-    /// Detections not enforced because the pool was at its ejection limit.
-    pub refused: usize,
-}
 
 /// Outlier detection for one pool of hosts: shared (behind the balancer's
 /// `Arc`) by every clone of a balancer. Atomics only, no background task:
@@ -40,8 +28,8 @@ pub struct Evaluation {
 #[derive(Debug)]
 pub struct Detector {
     lock: AtomicBool,
-    next_eval_ns: AtomicU64,
-    last_eval_ns: AtomicU64,
+    pub(super) next_eval_ns: AtomicU64,
+    pub(super) last_eval_ns: AtomicU64,
     /// Cached count of ejected hosts, valid for a pool of `cached_len`
     /// hosts until `next_expiry_ns` (the earliest end of a counted ejection).
     ejected: AtomicUsize,
@@ -49,8 +37,8 @@ pub struct Detector {
     next_expiry_ns: AtomicU64,
     ejections: [AtomicU64; 5],
     refused: AtomicU64,
-    returned: AtomicU64,
-    evaluations: AtomicU64,
+    pub(super) returned: AtomicU64,
+    pub(super) evaluations: AtomicU64,
 }
 
 impl Default for Detector {
@@ -71,7 +59,7 @@ impl Default for Detector {
 }
 
 /// Releases the detector's try-lock when dropped.
-struct Guard<'a>(&'a AtomicBool);
+pub(super) struct Guard<'a>(&'a AtomicBool);
 
 impl Drop for Guard<'_> {
     fn drop(&mut self) {
@@ -81,7 +69,7 @@ impl Drop for Guard<'_> {
 
 /// Outcome of one ejection attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Attempt {
+pub(super) enum Attempt {
     Ejected,
     AlreadyEjected,
     NotEnforced,
@@ -95,7 +83,7 @@ impl Detector {
         Self::default()
     }
 
-    fn try_lock(&self) -> Option<Guard<'_>> {
+    pub(super) fn try_lock(&self) -> Option<Guard<'_>> {
         self.lock
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .ok()
@@ -179,7 +167,7 @@ impl Detector {
     /// One ejection attempt, under the lock. `ejected` is the pool's current
     /// count of ejected hosts, kept up to date.
     #[allow(clippy::too_many_arguments)]
-    fn attempt<H: AsRef<HostStats>>(
+    pub(super) fn attempt<H: AsRef<HostStats>>(
         &self,
         cfg: &OutlierDetection,
         pool: &[H],
@@ -211,122 +199,6 @@ impl Detector {
         self.ejections[reason.index()].fetch_add(1, Ordering::Relaxed);
         self.store_cache(pool, now_ns);
         Attempt::Ejected
-    }
-
-    /// True when an evaluation is due at `now_ns`: one atomic load, so a
-    /// caller can check it before loading the pool.
-    #[inline]
-    pub fn is_due(&self, now_ns: u64) -> bool {
-        now_ns >= self.next_eval_ns.load(Ordering::Relaxed)
-    }
-
-    /// Runs the interval evaluation if it is due and no other caller is
-    /// running it (claimed with a compare-exchange; others return `None` at
-    /// once). In order:
-    ///
-    /// 1. hosts whose ejection has ended are returned; every other
-    ///    un-ejected host's multiplier decays by one per interval elapsed
-    ///    since the last evaluation (Envoy, gRPC A50);
-    /// 2. the interval's counts are taken and reset;
-    /// 3. success rate, failure percentage and latency rules eject their
-    ///    outliers, worst first, while the pool is under its limit.
-    ///
-    /// Cost when not due: one atomic load. When due: O(n log n) and a few
-    /// small allocations, once per interval.
-    pub fn maybe_evaluate<H: AsRef<HostStats>>(
-        &self,
-        cfg: &OutlierDetection,
-        pool: &[H],
-        now_ns: u64,
-        rand: u64,
-    ) -> Option<Evaluation> {
-        if !self.is_due(now_ns) {
-            return None;
-        }
-        let _guard = self.try_lock()?;
-        if !self.is_due(now_ns) {
-            return None;
-        }
-        let interval = cfg.interval_ns.max(1);
-        let last = self.last_eval_ns.swap(now_ns, Ordering::Relaxed);
-        self.next_eval_ns
-            .store(now_ns.saturating_add(interval), Ordering::Relaxed);
-        self.evaluations.fetch_add(1, Ordering::Relaxed);
-        let steps = u32::try_from(now_ns.saturating_sub(last) / interval)
-            .unwrap_or(u32::MAX)
-            .max(1);
-
-        let mut report = Evaluation::default();
-        for h in pool {
-            let h = h.as_ref();
-            match h.raw_ejected_until() {
-                0 => h.decay(steps),
-                until if until <= now_ns => {
-                    h.clear_ejection();
-                    report.returned += 1;
-                }
-                _ => {}
-            }
-        }
-        self.returned
-            .fetch_add(report.returned as u64, Ordering::Relaxed);
-
-        let samples: Vec<Sample> = pool
-            .iter()
-            .enumerate()
-            .map(|(index, h)| Sample {
-                index,
-                counts: h.as_ref().take_counts(),
-            })
-            .collect();
-
-        let mut candidates: Vec<(usize, EjectionReason)> = Vec::new();
-        if let Some(rule) = &cfg.success_rate {
-            let found = rules::success_rate(rule, &samples);
-            candidates.extend(found.into_iter().map(|i| (i, EjectionReason::SuccessRate)));
-        }
-        if let Some(rule) = &cfg.failure_percentage {
-            let found = rules::failure_percentage(rule, &samples);
-            candidates.extend(
-                found
-                    .into_iter()
-                    .map(|i| (i, EjectionReason::FailurePercentage)),
-            );
-        }
-        if let Some(rule) = &cfg.latency {
-            let outliers = rules::latency(rule, &samples).unwrap_or_default();
-            let mut sustained = Vec::new();
-            for (i, h) in pool.iter().enumerate() {
-                let h = h.as_ref();
-                let outlier = !h.is_ejected(now_ns) && outliers.contains(&i);
-                if h.latency_strike(outlier) >= rule.consecutive_intervals {
-                    sustained.push(i);
-                }
-            }
-            // Keep the rule's slowest-first order.
-            candidates.extend(
-                outliers
-                    .into_iter()
-                    .filter(|i| sustained.contains(i))
-                    .map(|i| (i, EjectionReason::Latency)),
-            );
-        } else {
-            for h in pool {
-                h.as_ref().latency_strike(false);
-            }
-        }
-
-        let mut ejected = count_ejected(pool, now_ns);
-        let mut rng = Mix(rand);
-        for (index, reason) in candidates {
-            match self.attempt(cfg, pool, index, reason, now_ns, &mut rng, &mut ejected) {
-                Attempt::Ejected => report.ejected += 1,
-                Attempt::AtLimit => report.refused += 1,
-                Attempt::AlreadyEjected | Attempt::NotEnforced => {}
-            }
-        }
-        self.store_cache(pool, now_ns);
-        Some(report)
     }
 
     /// Hosts ejected as of the last ejection or evaluation: one atomic load.
@@ -389,7 +261,7 @@ impl Detector {
     /// The detector never ejects a pool's last host, but removing healthy
     /// hosts can leave a pool with every host ejected; then the host whose
     /// ejection ends first is returned at once.
-    fn store_cache<H: AsRef<HostStats>>(&self, pool: &[H], now_ns: u64) -> usize {
+    pub(super) fn store_cache<H: AsRef<HostStats>>(&self, pool: &[H], now_ns: u64) -> usize {
         let mut count = 0;
         let mut expiry = u64::MAX;
         let mut first: Option<&HostStats> = None;
@@ -424,7 +296,7 @@ impl Detector {
     }
 }
 
-fn count_ejected<H: AsRef<HostStats>>(pool: &[H], now_ns: u64) -> usize {
+pub(super) fn count_ejected<H: AsRef<HostStats>>(pool: &[H], now_ns: u64) -> usize {
     pool.iter()
         .filter(|h| h.as_ref().is_ejected(now_ns))
         .count()
@@ -455,10 +327,10 @@ fn below(r: u64, n: u64) -> u64 {
 }
 
 /// SplitMix64: several independent draws from the one `u64` a caller gives.
-struct Mix(u64);
+pub(super) struct Mix(pub(super) u64);
 
 impl Mix {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);

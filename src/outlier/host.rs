@@ -89,6 +89,21 @@ pub(crate) struct Counts {
     pub(crate) latency_samples: u64,
 }
 
+/// One host's counts for the interval just ended, with its pool index: what
+/// the interval rules judge.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sample {
+    pub(crate) index: usize,
+    pub(crate) counts: Counts,
+}
+
+impl Sample {
+    /// Requests that count for the rates: successes and failures.
+    pub(crate) fn volume(&self) -> u64 {
+        self.counts.successes.saturating_add(self.counts.failures)
+    }
+}
+
 /// One endpoint's outlier-detection state. All atomics; `Default` is a
 /// fresh, un-ejected host. Owned by the endpoint (one per endpoint, shared by
 /// every clone of the balancer), written on every response, read on every
