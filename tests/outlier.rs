@@ -489,6 +489,30 @@ fn unejection_happens_when_the_time_is_up() {
 }
 
 #[test]
+fn failures_finishing_while_ejected_do_not_extend_the_streak() {
+    let cfg = OutlierDetection::builder()
+        .max_ejection_jitter(Duration::ZERO)
+        .build()
+        .unwrap();
+    let (d, p) = (Detector::new(), pool(10));
+    let until = eject0(&d, &cfg, &p, 0, 0);
+    // Ten calls picked before the ejection fail while it lasts.
+    assert_eq!(feed(&d, &cfg, &p, 0, ERR, 10, MS, SEC), None);
+    assert_eq!(p[0].consecutive_failures(), 0);
+    assert_eq!(
+        p[0].interval_counts(),
+        (0, 15),
+        "the interval rules still see them"
+    );
+    // Back: one failure is not enough, five are.
+    assert_eq!(feed(&d, &cfg, &p, 0, ERR, 4, MS, until), None);
+    assert_eq!(
+        feed(&d, &cfg, &p, 0, ERR, 1, MS, until),
+        Some(EjectionReason::ConsecutiveFailures)
+    );
+}
+
+#[test]
 fn evaluation_runs_once_per_interval() {
     let cfg = OutlierDetection::default();
     let (d, p) = (Detector::new(), pool(3));
@@ -677,7 +701,7 @@ fn eject_finds_the_host_by_identity_not_index() {
     let target = Arc::clone(&hosts[3]);
     let mut reason = None;
     for _ in 0..5 {
-        reason = reason.or(target.record(&cfg, ERR, MS));
+        reason = reason.or(target.record(&cfg, ERR, MS, 0));
     }
     let reason = reason.unwrap();
     let moved = &hosts[1..];

@@ -24,7 +24,10 @@ use crate::classify::Outcome;
 /// wait: a tripped consecutive rule stays tripped and is tried again on the
 /// host's next failure, a due evaluation is run by the next response. Under
 /// that lock the number of ejected hosts is counted exactly, so the limit of
-/// [`max_ejections`] holds, and no pool ever has all its hosts ejected.
+/// [`max_ejections`] holds and the detector never ejects the last
+/// un-ejected host of the pool it is given. (Removing healthy hosts can
+/// still leave a pool of ejected ones; [`ejected_count_at`](Self::ejected_count_at)
+/// then returns one of them.)
 #[derive(Debug)]
 pub struct Detector {
     lock: AtomicBool,
@@ -109,7 +112,7 @@ impl Detector {
         rand: u64,
     ) -> Option<EjectionReason> {
         let host = pool.get(index)?.as_ref();
-        let reason = host.record(cfg, outcome, latency)?;
+        let reason = host.record(cfg, outcome, latency, now_ns)?;
         self.eject_at(cfg, pool, index, reason, now_ns, rand)
             .then_some(reason)
     }

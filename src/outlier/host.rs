@@ -191,13 +191,17 @@ impl HostStats {
     /// Records only: ejecting is [`Detector::eject`](super::Detector::eject)'s
     /// job, which needs the pool. A tripped rule stays tripped (the streak is
     /// reset only by a success or an ejection), so an ejection refused by the
-    /// pool limit is tried again on the next failure. Cost: two to four
+    /// pool limit is tried again on the next failure. Failures of calls
+    /// that finish while the host is ejected (it was picked before) count
+    /// for the interval rules but not for the streaks, so a host is not
+    /// re-ejected by its first failure after it returns. Cost: two to four
     /// relaxed atomic read-modify-writes.
     pub fn record(
         &self,
         cfg: &OutlierDetection,
         outcome: Outcome,
         latency: Duration,
+        now_ns: u64,
     ) -> Option<EjectionReason> {
         match class(outcome) {
             Class::Neutral => None,
@@ -210,6 +214,9 @@ impl HostStats {
             }
             Class::Failure { gateway } => {
                 self.failures.fetch_add(1, Relaxed);
+                if self.is_ejected(now_ns) {
+                    return None;
+                }
                 let streak = self
                     .consecutive_failures
                     .fetch_add(1, Relaxed)
