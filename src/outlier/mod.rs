@@ -29,6 +29,21 @@
 //! due). With little traffic an evaluation covers more than one interval;
 //! the multiplier then decays by the number of intervals elapsed.
 //!
+//! **What counts:** `Success` and `Failure(Slow)` are successes and
+//! latency samples (a slow call was served; the latency rule judges it);
+//! `Error`, `Timeout`, `Connect` and `Gateway` are failures, the last three
+//! also gateway failures (Envoy maps connect failures and timeouts to
+//! 503/504); `Overloaded` (429) and `Ignore` count for nothing — ejecting a
+//! host for shedding load would push its load onto the others.
+//!
+//! **Wiring into a balancer:** each endpoint owns a `HostStats` and is
+//! `AsRef<HostStats>`; the pick skips endpoints for which
+//! `is_ejected(now_ns)` holds; the response path calls
+//! [`Detector::on_response`] (or [`HostStats::record`], then
+//! [`Detector::eject`] with the current pool only when it returns a reason)
+//! and [`Detector::maybe_evaluate`] when [`Detector::is_due`]; a panic
+//! threshold reads [`Detector::ejected_count_at`].
+//!
 //! Why gateway failures are on by default (Envoy's default enforcement is
 //! 0%): they say the *host* is not serving (refused connections, 502/503/504,
 //! timeouts), whereas a generic error may be the request's fault. Users who
