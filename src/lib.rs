@@ -42,6 +42,7 @@ pub mod endpoint;
 mod error;
 #[cfg(feature = "http")]
 pub mod http;
+pub mod outlier;
 pub mod pick;
 pub mod retry;
 mod rng;
