@@ -89,6 +89,9 @@ pub enum Error<E> {
     /// No endpoint is available (ejected, circuit open, or otherwise
     /// excluded), and none is merely at its cap.
     AllUnavailable,
+    /// Too few endpoints are healthy (under the panic threshold) and the
+    /// balancer is configured to fail fast rather than route over all.
+    Panic,
     /// The picked endpoint's service failed.
     Inner(E),
 }
@@ -114,6 +117,7 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
             Error::NoEndpoints => f.write_str("no endpoints to balance over"),
             Error::Overloaded => f.write_str("every endpoint is at its in-flight cap"),
             Error::AllUnavailable => f.write_str("no endpoint is available"),
+            Error::Panic => f.write_str("too few healthy endpoints (panic threshold)"),
             Error::Inner(e) => write!(f, "endpoint failed: {e}"),
         }
     }

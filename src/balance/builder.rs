@@ -8,9 +8,15 @@ use arc_swap::ArcSwap;
 use tokio::time::Instant;
 
 use super::{Balance, Entry, Shared, Snapshot};
+use crate::breaker::CircuitBreakerConfig;
 use crate::classify::ErrIsFailure;
-use crate::endpoint::{DEFAULT_DECAY, DEFAULT_FAILURE_PENALTY, DEFAULT_RTT, Model, SlowStart};
+use crate::endpoint::health::Health;
+use crate::endpoint::{
+    DEFAULT_DECAY, DEFAULT_FAILURE_PENALTY, DEFAULT_PANIC_THRESHOLD, DEFAULT_RTT, Model, PanicMode,
+    SlowStart,
+};
 use crate::error::{ConfigError, check_nonzero, check_weight};
+use crate::outlier::OutlierDetection;
 use crate::pick::{PeakEwma, Picker};
 use crate::rng::RngSource;
 
@@ -28,6 +34,10 @@ pub struct Builder<K, S, P = PeakEwma, C = ErrIsFailure> {
     failure_penalty: Duration,
     slow_start: Option<SlowStart>,
     seed: Option<u64>,
+    breaker: Option<CircuitBreakerConfig>,
+    outlier: Option<OutlierDetection>,
+    panic_threshold: f64,
+    panic_mode: PanicMode,
 }
 
 impl<K, S> Builder<K, S> {
@@ -42,6 +52,10 @@ impl<K, S> Builder<K, S> {
             failure_penalty: DEFAULT_FAILURE_PENALTY,
             slow_start: None,
             seed: None,
+            breaker: None,
+            outlier: None,
+            panic_threshold: DEFAULT_PANIC_THRESHOLD,
+            panic_mode: PanicMode::RouteAll,
         }
     }
 }
@@ -59,6 +73,10 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             failure_penalty: self.failure_penalty,
             slow_start: self.slow_start,
             seed: self.seed,
+            breaker: self.breaker,
+            outlier: self.outlier,
+            panic_threshold: self.panic_threshold,
+            panic_mode: self.panic_mode,
         }
     }
 
@@ -75,6 +93,10 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             failure_penalty: self.failure_penalty,
             slow_start: self.slow_start,
             seed: self.seed,
+            breaker: self.breaker,
+            outlier: self.outlier,
+            panic_threshold: self.panic_threshold,
+            panic_mode: self.panic_mode,
         }
     }
 
@@ -129,6 +151,34 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         self
     }
 
+    /// Gives every endpoint its own circuit breaker with this configuration
+    /// (off by default). An endpoint whose breaker is open is not picked;
+    /// a half-open one receives exactly the configured number of probes.
+    pub fn circuit_breaker(mut self, config: CircuitBreakerConfig) -> Self {
+        self.breaker = Some(config);
+        self
+    }
+
+    /// Ejects outlier endpoints (off by default); see [`crate::outlier`].
+    pub fn outlier_detection(mut self, config: OutlierDetection) -> Self {
+        self.outlier = Some(config);
+        self
+    }
+
+    /// Below this percentage of healthy endpoints (not ejected, breaker
+    /// closed), the balancer panics: see [`panic_mode`](Self::panic_mode).
+    /// `0..=100`; 0 turns panic routing off. Default 50 (Envoy's).
+    pub fn panic_threshold(mut self, percent: f64) -> Self {
+        self.panic_threshold = percent;
+        self
+    }
+
+    /// What to do in panic (default: route over all endpoints).
+    pub fn panic_mode(mut self, mode: PanicMode) -> Self {
+        self.panic_mode = mode;
+        self
+    }
+
     /// Validates the configuration and builds the balancer.
     pub fn build(self) -> Result<Balance<K, S, P, C>, ConfigError>
     where
@@ -136,6 +186,13 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         P: Picker,
     {
         let tau = check_nonzero("decay", self.decay)?;
+        if !(0.0..=100.0).contains(&self.panic_threshold) {
+            return Err(ConfigError::new(
+                "panic_threshold",
+                self.panic_threshold,
+                "a percentage in 0..=100",
+            ));
+        }
         if self.cap == Some(0) {
             return Err(ConfigError::new("max_in_flight", 0, "an integer >= 1"));
         }
@@ -158,6 +215,13 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             default_rtt_ns: self.default_rtt.as_nanos() as f64,
             penalty_ns: self.failure_penalty.as_nanos() as f64,
             slow_start: self.slow_start,
+            health: Health::new(
+                self.breaker,
+                self.outlier,
+                self.panic_threshold,
+                self.panic_mode,
+            ),
+            rng: RngSource::new(self.seed),
         });
         let shared = Arc::new(Shared {
             set: ArcSwap::from_pointee(Snapshot::new(&self.picker, Vec::new(), Vec::new())),
@@ -166,7 +230,6 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             writer: Mutex::new(()),
             model,
             cap: self.cap,
-            rng: RngSource::new(self.seed),
             next_id: AtomicU64::new(0),
         });
         let mut entries = Vec::with_capacity(self.endpoints.len());
@@ -175,9 +238,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             states.push(shared.new_endpoint(&key, w, now, false));
             entries.push(Arc::new(Entry { key, service }));
         }
-        shared
-            .set
-            .store(Arc::new(Snapshot::new(&shared.picker, entries, states)));
+        shared.publish(entries, states);
         Ok(Balance { shared })
     }
 }

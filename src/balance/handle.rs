@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::{Entry, Shared, Snapshot};
+use super::{Entry, Shared};
 use crate::endpoint::EndpointState;
 use crate::error::{ConfigError, check_weight};
 use crate::pick::Picker;
@@ -57,7 +57,7 @@ where
         let replaced = match entries.iter().position(|e| e.key == entry.key) {
             Some(i) => {
                 entries[i] = entry;
-                states[i] = state;
+                std::mem::replace(&mut states[i], state).retire();
                 true
             }
             None => {
@@ -66,9 +66,7 @@ where
                 false
             }
         };
-        shared
-            .set
-            .store(Arc::new(Snapshot::new(&shared.picker, entries, states)));
+        shared.publish(entries, states);
         replaced
     }
 
@@ -89,10 +87,8 @@ where
         let mut entries = cur.entries.clone();
         let mut states = cur.states.clone();
         entries.remove(i);
-        states.remove(i);
-        shared
-            .set
-            .store(Arc::new(Snapshot::new(&shared.picker, entries, states)));
+        states.remove(i).retire();
+        shared.publish(entries, states);
         true
     }
 
@@ -112,11 +108,7 @@ where
         };
         cur.states[i].set_weight(w);
         // Same members, new weights: rebuild the sampler and the picker's table.
-        shared.set.store(Arc::new(Snapshot::new(
-            &shared.picker,
-            cur.entries.clone(),
-            cur.states.clone(),
-        )));
+        shared.publish(cur.entries.clone(), cur.states.clone());
         Ok(true)
     }
 }

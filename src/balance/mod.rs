@@ -62,7 +62,6 @@ use crate::classify::ErrIsFailure;
 use crate::endpoint::{EndpointState, Model};
 use crate::pick::sampler::Sampler;
 use crate::pick::{PeakEwma, Picker};
-use crate::rng::RngSource;
 
 /// A load balancer over a dynamic set of endpoints of type `S`, keyed by `K`.
 ///
@@ -120,7 +119,6 @@ pub(crate) struct Shared<K, S, P: Picker, C> {
     pub(crate) writer: Mutex<()>,
     pub(crate) model: Arc<Model>,
     pub(crate) cap: Option<usize>,
-    pub(crate) rng: RngSource,
     pub(crate) next_id: AtomicU64,
 }
 
@@ -144,10 +142,18 @@ impl<K, S, P: Picker, C> Shared<K, S, P, C> {
             id,
             key_hash(key),
             weight,
-            self.model.clone(),
+            &self.model,
             now,
             ramp,
         ))
+    }
+
+    /// Publishes a new endpoint set: the one place snapshots are swapped.
+    /// Callers hold the writer lock (or own the only reference).
+    pub(crate) fn publish(&self, entries: Vec<Arc<Entry<K, S>>>, states: Vec<Arc<EndpointState>>) {
+        self.model.health.set_pool(&states);
+        self.set
+            .store(Arc::new(Snapshot::new(&self.picker, entries, states)));
     }
 }
 

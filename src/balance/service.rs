@@ -5,15 +5,19 @@ use tower::ServiceExt;
 use tower_service::Service;
 
 use super::{Balance, Shared, Snapshot, scope};
+use std::sync::atomic::Ordering;
+
 use crate::classify::Classify;
 use crate::endpoint::InFlight;
+use crate::endpoint::PanicMode;
 use crate::error::Error;
 use crate::pick::{Context, Pick, Picker};
 
 use super::future::ResponseFuture;
 
-/// A pick can lose a race for the last in-flight slot of a capped endpoint;
-/// it is repeated this many times before reporting `Overloaded`.
+/// A pick can lose a race for the last in-flight slot of a capped endpoint,
+/// or for the last half-open probe of a breaker; it is repeated this many
+/// times before reporting `Overloaded` or `AllUnavailable`.
 const PICK_ATTEMPTS: usize = 3;
 
 impl<K, S, P, C, Req> Service<Req> for Balance<K, S, P, C>
@@ -61,16 +65,32 @@ impl<K, S: Clone, P: Picker, C> Shared<K, S, P, C> {
         if n == 0 {
             return Err(Error::NoEndpoints);
         }
+        let now_ns = self.model.nanos(now);
+        let health = &self.model.health;
+        let mut ejection = health.outlier.is_some();
+        if health.enabled() && health.panic_threshold > 0.0 {
+            let unhealthy = health.unhealthy(&snap.states, now_ns);
+            if unhealthy > 0 && ((n - unhealthy) as f64) < health.panic_threshold * n as f64 {
+                health.panics.fetch_add(1, Ordering::Relaxed);
+                match health.panic_mode {
+                    PanicMode::FailFast => return Err(Error::Panic),
+                    PanicMode::RouteAll => ejection = false,
+                }
+            }
+        }
         let avoid = scope::current_avoid();
         let avoid = avoid.as_ref().map_or(&[][..], |(ids, len)| &ids[..*len]);
         let mut cx = Context {
             states: &snap.states,
             sampler: &snap.sampler,
             table: &snap.table,
-            now_ns: self.model.nanos(now),
-            rng: &self.rng,
+            now,
+            now_ns,
+            rng: &self.model.rng,
             cap: self.cap,
             avoid,
+            health: health.enabled(),
+            ejection,
         };
         for _ in 0..PICK_ATTEMPTS {
             let Some(i) = self.picker.pick(req, &cx) else {
@@ -85,7 +105,7 @@ impl<K, S: Clone, P: Picker, C> Shared<K, S, P, C> {
             let Some(state) = snap.states.get(i) else {
                 break;
             };
-            if let Some(guard) = state.try_acquire(self.cap) {
+            if let Some(guard) = state.try_dispatch(self.cap, now) {
                 scope::report_pick(state.id());
                 return Ok((snap.entries[i].service.clone(), guard));
             }

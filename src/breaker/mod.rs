@@ -162,6 +162,7 @@ pub use error::{CircuitOpen, Error};
 pub use future::ResponseFuture;
 pub use layer::CircuitBreakerLayer;
 pub use machine::CircuitBreaker;
+pub(crate) use permit::Ticket;
 pub use permit::{OwnedPermit, Permit};
 pub use service::CircuitBreakerService;
 pub use state::{Metrics, Reason, State, Transition};

@@ -6,19 +6,25 @@
 //! reads them without locks, a response writes them without locks.
 
 mod ewma;
+pub(crate) mod health;
 mod parallelism;
 mod slow_start;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+pub use health::{DEFAULT_PANIC_THRESHOLD, PanicMode};
 pub use slow_start::SlowStart;
 
+use crate::breaker::{CircuitBreaker, Ticket};
 use crate::classify::Outcome;
+use crate::outlier::HostStats;
+use crate::rng::RngSource;
 use ewma::{Ewma, decay};
+use health::Health;
 use parallelism::Parallelism;
 
 /// The floor latency of the parallelism estimate creeps up this many times
@@ -43,8 +49,8 @@ pub const DEFAULT_FAILURE_PENALTY: Duration = Duration::from_secs(1);
 /// The longest `Retry-After` hint that is turned into a latency penalty: 30 s.
 pub const MAX_RETRY_AFTER_PENALTY: Duration = Duration::from_secs(30);
 
-/// Settings of the latency model, shared (read-only) by all endpoints of one
-/// balancer.
+/// Settings shared by all endpoints of one balancer: the latency model, the
+/// health rules and the random source.
 #[derive(Debug)]
 pub(crate) struct Model {
     pub(crate) epoch: Instant,
@@ -52,6 +58,8 @@ pub(crate) struct Model {
     pub(crate) default_rtt_ns: f64,
     pub(crate) penalty_ns: f64,
     pub(crate) slow_start: Option<SlowStart>,
+    pub(crate) health: Health,
+    pub(crate) rng: RngSource,
 }
 
 impl Model {
@@ -84,6 +92,11 @@ pub struct EndpointState {
     failures: AtomicU64,
     /// Start of this endpoint's slow-start ramp (ns since epoch), if it has one.
     ramp_start: Option<u64>,
+    outlier: HostStats,
+    breaker: Option<CircuitBreaker>,
+    /// False once the endpoint has left the set (its breaker's transitions
+    /// then no longer count toward the balancer's health census).
+    live: Arc<AtomicBool>,
     model: Arc<Model>,
 }
 
@@ -92,11 +105,15 @@ impl EndpointState {
         id: u64,
         key_hash: u64,
         weight: f64,
-        model: Arc<Model>,
+        model: &Arc<Model>,
         now: Instant,
         ramp: bool,
     ) -> Self {
         let now_ns = model.nanos(now);
+        let live = Arc::new(AtomicBool::new(true));
+        let breaker = model.health.breaker.clone().map(|cfg| {
+            CircuitBreaker::new(cfg).on_transition(health::count_transitions(model, &live))
+        });
         Self {
             id,
             key_hash,
@@ -107,7 +124,10 @@ impl EndpointState {
             requests: AtomicU64::new(0),
             failures: AtomicU64::new(0),
             ramp_start: (ramp && model.slow_start.is_some()).then_some(now_ns),
-            model,
+            outlier: HostStats::default(),
+            breaker,
+            live,
+            model: Arc::clone(model),
         }
     }
 
@@ -179,6 +199,38 @@ impl EndpointState {
         f.is_finite().then(|| Duration::from_nanos(f as u64))
     }
 
+    /// Outlier-detection counters and ejection state.
+    pub fn outlier(&self) -> &HostStats {
+        &self.outlier
+    }
+
+    /// Whether outlier detection has ejected this endpoint at `now`.
+    pub fn is_ejected(&self, now: Instant) -> bool {
+        self.outlier.is_ejected(self.model.nanos(now))
+    }
+
+    /// This endpoint's circuit breaker, when the balancer has breakers.
+    pub fn breaker(&self) -> Option<&CircuitBreaker> {
+        self.breaker.as_ref()
+    }
+
+    /// Whether a pick at `now_ns` may choose this endpoint as far as health
+    /// goes (`ejection`: honour outlier ejection, off in panic routing).
+    #[inline]
+    pub(crate) fn is_pickable(&self, now: Instant, now_ns: u64, ejection: bool) -> bool {
+        if ejection && self.outlier.is_ejected(now_ns) {
+            return false;
+        }
+        self.breaker
+            .as_ref()
+            .is_none_or(|b| b.is_call_permitted(now))
+    }
+
+    /// Marks the endpoint as gone from the set.
+    pub(crate) fn retire(&self) {
+        self.live.store(false, Ordering::Relaxed);
+    }
+
     /// Calls that completed with an outcome other than `Ignore`.
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
@@ -187,6 +239,22 @@ impl EndpointState {
     /// Calls classified as failures.
     pub fn failures(&self) -> u64 {
         self.failures.load(Ordering::Relaxed)
+    }
+
+    /// Takes one in-flight slot, unless the endpoint already has `cap`, and
+    /// a call permit from its breaker, unless the breaker refuses.
+    #[inline]
+    pub(crate) fn try_dispatch(
+        self: &Arc<Self>,
+        cap: Option<usize>,
+        now: Instant,
+    ) -> Option<InFlight> {
+        let mut guard = self.try_acquire(cap)?;
+        if let Some(b) = &self.breaker {
+            // On refusal the guard drops here and gives the slot back.
+            guard.ticket = Some(b.acquire_ticket(now).ok()?);
+        }
+        Some(guard)
     }
 
     /// Takes one in-flight slot, unless the endpoint already has `cap`.
@@ -204,6 +272,7 @@ impl EndpointState {
         Some(InFlight {
             state: Arc::clone(self),
             concurrency: before + 1,
+            ticket: None,
         })
     }
 
@@ -252,6 +321,8 @@ impl EndpointState {
 pub struct InFlight {
     state: Arc<EndpointState>,
     concurrency: usize,
+    /// The breaker's permit for this call, when the endpoint has a breaker.
+    ticket: Option<Ticket>,
 }
 
 impl InFlight {
@@ -266,14 +337,38 @@ impl InFlight {
         self.concurrency
     }
 
-    /// Records the call's outcome and latency, then releases the slot.
-    pub(crate) fn complete(self, outcome: Outcome, latency: Duration, now: Instant) {
-        self.state.record(outcome, latency, now, self.concurrency);
+    /// Records the call's outcome and latency in every part of the model
+    /// (latency, breaker, outlier detection), then releases the slot.
+    pub(crate) fn complete(mut self, outcome: Outcome, latency: Duration, now: Instant) {
+        let state = &*self.state;
+        state.record(outcome, latency, now, self.concurrency);
+        if let (Some(b), Some(t)) = (&state.breaker, self.ticket.take()) {
+            b.record_ticket(t, outcome, latency, now);
+        }
+        let model = &*state.model;
+        if let Some(o) = &model.health.outlier {
+            let now_ns = model.nanos(now);
+            if let Some(reason) = state.outlier.record(&o.cfg, outcome, latency, now_ns) {
+                let pool = model.health.pool();
+                let r = model.rng.next_u64();
+                o.detector
+                    .eject(&o.cfg, &pool, &state.outlier, reason, now_ns, r);
+            }
+            if o.detector.is_due(now_ns) {
+                let pool = model.health.pool();
+                let r = model.rng.next_u64();
+                o.detector.maybe_evaluate(&o.cfg, &pool, now_ns, r);
+            }
+        }
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
+        if let (Some(b), Some(t)) = (&self.state.breaker, self.ticket.take()) {
+            // Abandoned: frees a half-open probe slot, records nothing.
+            b.release_ticket(t);
+        }
         self.state.in_flight.fetch_sub(1, Ordering::Release);
     }
 }

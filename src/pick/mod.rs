@@ -49,6 +49,7 @@ pub use weighted_round_robin::WeightedRoundRobin;
 use crate::endpoint::{EndpointState, Estimate};
 use crate::rng::{RngSource, below};
 use sampler::Sampler;
+use tokio::time::Instant;
 
 /// The request-independent half of a picker.
 pub trait Picker: Send + Sync + 'static {
@@ -76,11 +77,16 @@ pub struct Context<'a, T> {
     pub(crate) states: &'a [Arc<EndpointState>],
     pub(crate) sampler: &'a Sampler,
     pub(crate) table: &'a T,
+    pub(crate) now: Instant,
     pub(crate) now_ns: u64,
     pub(crate) rng: &'a RngSource,
     pub(crate) cap: Option<usize>,
     /// Ids of endpoints this request should avoid (tried by a retry).
     pub(crate) avoid: &'a [u64],
+    /// Whether endpoints can be unhealthy (breakers or ejection configured).
+    pub(crate) health: bool,
+    /// Whether ejected endpoints are skipped (not in panic routing).
+    pub(crate) ejection: bool,
 }
 
 impl<'a, T> Context<'a, T> {
@@ -103,12 +109,17 @@ impl<'a, T> Context<'a, T> {
     }
 
     /// Whether endpoint `i` may take this request: not at its in-flight cap,
-    /// and not one this request was asked to avoid (an endpoint a retry has
-    /// already tried, see [`call_avoiding`](crate::balance::call_avoiding)).
+    /// not ejected (unless the balancer is in panic), its circuit breaker
+    /// permitting a call, and not one this request was asked to avoid (an
+    /// endpoint a retry has already tried, see
+    /// [`call_avoiding`](crate::balance::call_avoiding)).
     #[inline]
     pub fn is_available(&self, i: usize) -> bool {
         let s = &self.states[i];
         if self.cap.is_some_and(|cap| s.in_flight() >= cap) {
+            return false;
+        }
+        if self.health && !s.is_pickable(self.now, self.now_ns, self.ejection) {
             return false;
         }
         self.avoid.is_empty() || !self.avoid.contains(&s.id())
@@ -147,10 +158,13 @@ impl<'a, T> Context<'a, T> {
             states: self.states,
             sampler: self.sampler,
             table,
+            now: self.now,
             now_ns: self.now_ns,
             rng: self.rng,
             cap: self.cap,
             avoid: self.avoid,
+            health: self.health,
+            ejection: self.ejection,
         }
     }
 
@@ -261,12 +275,11 @@ pub(crate) mod testing {
     //! A tiny harness to run pickers without a `Balance`.
     use super::*;
     use crate::endpoint::Model;
-    use tokio::time::Instant;
+    use crate::endpoint::health::Health;
 
     pub(crate) struct Fixture {
         pub(crate) states: Vec<Arc<EndpointState>>,
         pub(crate) sampler: Sampler,
-        pub(crate) rng: RngSource,
         pub(crate) model: Arc<Model>,
         pub(crate) cap: Option<usize>,
     }
@@ -279,6 +292,8 @@ pub(crate) mod testing {
                 default_rtt_ns: 30e6,
                 penalty_ns: 1e9,
                 slow_start: None,
+                health: Health::new(None, None, 0.0, Default::default()),
+                rng: RngSource::new(Some(42)),
             });
             let states = weights
                 .iter()
@@ -288,7 +303,7 @@ pub(crate) mod testing {
                         i as u64,
                         i as u64,
                         w,
-                        model.clone(),
+                        &model,
                         model.epoch,
                         false,
                     ))
@@ -297,21 +312,24 @@ pub(crate) mod testing {
             Self {
                 states,
                 sampler: Sampler::new(weights),
-                rng: RngSource::new(Some(42)),
                 model,
                 cap: None,
             }
         }
 
         pub(crate) fn cx<'a, T>(&'a self, table: &'a T) -> Context<'a, T> {
+            let now = Instant::now();
             Context {
                 states: &self.states,
                 sampler: &self.sampler,
                 table,
-                now_ns: self.model.nanos(Instant::now()),
-                rng: &self.rng,
+                now,
+                now_ns: self.model.nanos(now),
+                rng: &self.model.rng,
                 cap: self.cap,
                 avoid: &[],
+                health: false,
+                ejection: false,
             }
         }
 

@@ -161,15 +161,8 @@ mod tests {
         let _g = [f.states[0].try_acquire(None), f.states[0].try_acquire(None)];
         // A retry avoids 1 and 2; 0 is over its cap of 1 but the only one left.
         let avoid = [1u64, 2];
-        let cx = Context {
-            states: &f.states,
-            sampler: &f.sampler,
-            table: &(),
-            now_ns: 0,
-            rng: &f.rng,
-            cap: None,
-            avoid: &avoid,
-        };
+        let mut cx = f.cx(&());
+        cx.avoid = &avoid;
         assert_eq!(
             place(&cx, Some(1.0), &order, &rank, [1, 2, 0].into_iter()),
             Some(0)
