@@ -50,6 +50,19 @@ impl ClassifyError for Infallible {
     }
 }
 
+/// A balancer's error, seen by a layer above it (the retry layer): the
+/// endpoint's own error is classified as usual; the balancer's refusals never
+/// reached an endpoint (`Connect`), except `Overloaded`, which is one.
+impl<E: ClassifyError> ClassifyError for crate::Error<E> {
+    fn failure_kind(&self) -> FailureKind {
+        match self {
+            crate::Error::Inner(e) => e.failure_kind(),
+            crate::Error::Overloaded => FailureKind::Overloaded { retry_after: None },
+            _ => FailureKind::Connect,
+        }
+    }
+}
+
 impl ClassifyError for io::Error {
     fn failure_kind(&self) -> FailureKind {
         error_kind(self)
