@@ -7,6 +7,8 @@
 //! * `picker/{name}/{8,64,1024}`: every picker's per-request cost.
 //! * `threads`: one shared `Balance` driven by one and by two threads
 //!   (time per request per thread; the ratio gives the scaling).
+//! * `stack`: each resilience layer and the whole stack against `Balance`
+//!   alone.
 
 use std::convert::Infallible;
 use std::future::{Future, Ready, ready};
@@ -19,6 +21,10 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use tower::Service;
 use tower::discover::ServiceList;
 use tower::load::{CompleteOnResponse, PeakEwma as TowerPeakEwma};
+use tower::Layer;
+use tower_lb::breaker::{CircuitBreakerConfig, CircuitBreakerLayer};
+use tower_lb::outlier::OutlierDetection;
+use tower_lb::retry::{self, RetryLayer};
 use tower_lb::{Balance, pick};
 
 /// The inner service: always ready, answers at once, allocates nothing.
@@ -175,5 +181,69 @@ fn threads(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, per_request, pickers, threads);
+/// A `Balance` with per-endpoint breakers and outlier ejection.
+fn guarded(n: usize) -> Balance<usize, Noop> {
+    let mut b = Balance::builder()
+        .circuit_breaker(CircuitBreakerConfig::default())
+        .outlier_detection(OutlierDetection::default());
+    for i in 0..n {
+        b = b.endpoint(i, Noop);
+    }
+    b.build().expect("valid config")
+}
+
+fn stack(c: &mut Criterion) {
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut g = c.benchmark_group("stack");
+    let retry = || {
+        RetryLayer::builder()
+            .replay(retry::CloneRequest)
+            .build()
+            .expect("valid config")
+    };
+    let mut bare = tower_lb(pick::PeakEwma::default(), 8);
+    g.bench_function("balance", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i += 1;
+            one(&mut bare, &mut cx, i)
+        })
+    });
+    let mut with_retry = retry().layer(tower_lb(pick::PeakEwma::default(), 8));
+    g.bench_function("retry+balance", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i += 1;
+            one(&mut with_retry, &mut cx, i)
+        })
+    });
+    let mut with_breaker = CircuitBreakerLayer::new(CircuitBreakerConfig::default())
+        .layer(tower_lb(pick::PeakEwma::default(), 8));
+    g.bench_function("breaker_layer+balance", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i += 1;
+            one(&mut with_breaker, &mut cx, i)
+        })
+    });
+    let mut health = guarded(8);
+    g.bench_function("balance+endpoint_breakers+ejection", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i += 1;
+            one(&mut health, &mut cx, i)
+        })
+    });
+    let mut whole = retry().layer(guarded(8));
+    g.bench_function("retry+balance+endpoint_breakers+ejection", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i += 1;
+            one(&mut whole, &mut cx, i)
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, per_request, pickers, threads, stack);
 criterion_main!(benches);
