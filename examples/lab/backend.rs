@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use crate::scenario::{BackendSpec, DelaySpec, EventSpec};
+use super::scenario::{BackendSpec, DelaySpec, EventSpec};
 
 /// SplitMix64: small, seedable, good enough for the lab's random numbers.
 #[derive(Debug, Clone)]
@@ -127,8 +127,6 @@ pub enum Answer {
 /// One replica's live state.
 #[derive(Debug)]
 pub struct Backend {
-    /// Name from the scenario.
-    pub name: String,
     base: Condition,
     events: Vec<EventSpec>,
     workers: Option<(usize, Semaphore)>,
@@ -163,7 +161,6 @@ impl Backend {
             .workers
             .map(|w| (w as usize, Semaphore::new(w as usize)));
         Self {
-            name: spec.name.clone(),
             base: Condition {
                 down: false,
                 delay: spec.delay.into(),

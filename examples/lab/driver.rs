@@ -16,14 +16,14 @@ use tower::{Service, ServiceExt};
 use tower_lb::Balance;
 use tower_lb::pick::{self, Pick};
 
-use crate::backend::{Backend, Rng, sub_seed};
-use crate::endpoint::{Endpoint, HttpClassify, LabRequest, LabResponse, Target};
-use crate::error::LabError;
-use crate::oracle::Oracle;
-use crate::record::Recorder;
-use crate::report::{PickerReport, Report};
-use crate::scenario::{ClientIps, PickerName, Scenario, Stage};
-use crate::server;
+use super::backend::{Backend, Rng, sub_seed};
+use super::endpoint::{Endpoint, HttpClassify, LabRequest, LabResponse, Target};
+use super::error::LabError;
+use super::oracle::Oracle;
+use super::record::Recorder;
+use super::report::{PickerReport, Report};
+use super::scenario::{ClientIps, PickerName, Scenario, Stage};
+use super::server;
 
 /// Seed used when neither `--seed` nor the scenario gives one.
 pub const DEFAULT_SEED: u64 = 1;
@@ -77,12 +77,14 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
     }
     let pickers = opts.pickers.clone().unwrap_or_else(|| sc.pickers.clone());
     let mut report = Report::new(sc, opts.sim, seed, duration.as_secs_f64());
-    if sc.resilience.retry.is_some() {
+    if let Some(retry) = &sc.resilience.retry {
         // TODO(retry): wrap the balancer in `tower_lb::retry::RetryLayer` in
         // `run` once it is merged; until then the scenario runs without it.
-        report.notes.push(
-            "[resilience.retry]: the retry layer is not in tower-lb yet; ran without it".into(),
-        );
+        report.notes.push(format!(
+            "[resilience.retry] (max_attempts {}, per_try_timeout {:?}): the retry layer is not in tower-lb yet; ran without it",
+            retry.max_attempts,
+            retry.per_try_timeout.map(|d| d.0)
+        ));
     }
     for (k, &name) in pickers.iter().enumerate() {
         let ctx = Ctx {
@@ -181,7 +183,7 @@ where
         backends.iter().map(|b| Target::Sim(b.clone())).collect()
     } else {
         let servers = server::start(&backends).await?;
-        let client: crate::endpoint::HttpClient = Client::builder(TokioExecutor::new())
+        let client: super::endpoint::HttpClient = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
             .build_http::<Empty<Bytes>>();
         let t = servers

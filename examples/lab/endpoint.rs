@@ -16,8 +16,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use tower::Service;
 use tower_lb::classify::{Classify, FailureKind, Outcome};
 
-use crate::backend::{Answer, Backend};
-use crate::record::Recorder;
+use super::backend::{Answer, Backend};
+use super::record::Recorder;
 
 /// What a virtual user sends.
 pub type LabRequest = http::Request<Empty<Bytes>>;

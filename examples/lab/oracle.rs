@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use tower_lb::endpoint::EndpointState;
 use tower_lb::pick::{Context, Pick, Picker};
 
-use crate::backend::Backend;
+use super::backend::Backend;
 
 /// Shortest expected delay, from the backends' true state.
 #[derive(Clone)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::report::{Latency, PickerReport, Second};
+use super::report::{Latency, PickerReport, Second};
 
 #[derive(Debug, Clone, Default)]
 struct Bucket {
@@ -114,7 +114,7 @@ impl Recorder {
         self.with(|s| {
             let n = s.latencies.len() as u64;
             let sum: u64 = s.latencies.iter().rev().take(2000).sum();
-            let k = s.latencies.len().min(2000).max(1);
+            let k = s.latencies.len().clamp(1, 2000);
             (n + s.errors, sum as f64 / k as f64 / 1e6)
         })
     }

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::scenario::Scenario;
+use super::scenario::Scenario;
 
 /// The JSON schema identifier; bump it when a field changes meaning.
 pub const SCHEMA: &str = "tower-lb-lab/1";
@@ -17,6 +17,8 @@ pub struct Report {
     pub schema: &'static str,
     /// Scenario name.
     pub scenario: String,
+    /// The scenario's one-line description.
+    pub description: String,
     /// `"sim"` or `"http"`.
     pub mode: &'static str,
     /// Seed of every random number.
@@ -118,6 +120,7 @@ impl Report {
         Self {
             schema: SCHEMA,
             scenario: sc.name.clone(),
+            description: sc.description.clone(),
             mode: if sim { "sim" } else { "http" },
             seed,
             duration_s,
@@ -162,6 +165,9 @@ impl Report {
             self.duration_s,
             self.seed
         );
+        if !self.description.is_empty() {
+            let _ = writeln!(out, "{}", self.description);
+        }
         let names: Vec<&str> = self.backends.iter().map(|b| b.name.as_str()).collect();
         let _ = writeln!(out, "backends: {}", names.join(", "));
         let share_w = (self.backends.len() * 5).max(9);

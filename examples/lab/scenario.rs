@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
-use crate::error::LabError;
+use super::error::LabError;
 
 /// The scenarios shipped with the lab, by name (the files are compiled in, so
 /// `--scenario NAME` works from any directory).

@@ -12,9 +12,9 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use crate::backend::{Answer, Backend};
-use crate::endpoint::EndpointError;
-use crate::error::LabError;
+use super::backend::{Answer, Backend};
+use super::endpoint::EndpointError;
+use super::error::LabError;
 
 /// Running servers; dropping this stops accepting connections.
 pub struct Servers {

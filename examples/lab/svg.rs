@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::report::Report;
+use super::report::Report;
 
 const PALETTE: &[&str] = &[
     "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
@@ -113,7 +113,7 @@ fn share_bars(r: &Report, out: &mut String, mut y: f64) -> f64 {
                 out,
                 r#"<rect x="{left:.1}" y="{y}" width="{w:.1}" height="14" fill="{c}"><title>{name}: {pct:.1}%</title></rect>"#,
                 c = color(i),
-                name = esc(&r.backends.get(i).map_or("?", |b| b.name.as_str())),
+                name = esc(r.backends.get(i).map_or("?", |b| b.name.as_str())),
                 pct = s * 100.0
             );
             left += w;
