@@ -127,11 +127,13 @@ fn respond(answer: Answer) -> Result<LabResponse, EndpointError> {
 
 /// The lab's classifier: no answer is a connect failure, 502/503/504 are
 /// gateway failures, 429 is overload, other 5xx are errors, the rest success.
+/// Generic over the error so that a retry layer above the balancer (whose
+/// error is `tower_lb::Error<EndpointError>`) can use it too.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HttpClassify;
 
-impl Classify<LabResponse, EndpointError> for HttpClassify {
-    fn classify(&self, result: Result<&LabResponse, &EndpointError>, _: Duration) -> Outcome {
+impl<E> Classify<LabResponse, E> for HttpClassify {
+    fn classify(&self, result: Result<&LabResponse, &E>, _: Duration) -> Outcome {
         match result {
             Err(_) => Outcome::Failure(FailureKind::Connect),
             Ok(r) => match r.status().as_u16() {
