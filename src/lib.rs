@@ -36,10 +36,12 @@
 #![deny(missing_docs)]
 
 pub mod balance;
+pub mod breaker;
 pub mod classify;
 pub mod endpoint;
 mod error;
 pub mod pick;
+pub mod retry;
 mod rng;
 
 pub use balance::{Balance, Handle};

@@ -7,11 +7,9 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use tokio::time::Instant;
 
-use super::{Balance, Entry, Shared, Snapshot, key_hash};
+use super::{Balance, Entry, Shared, Snapshot};
 use crate::classify::ErrIsFailure;
-use crate::endpoint::{
-    DEFAULT_DECAY, DEFAULT_FAILURE_PENALTY, DEFAULT_RTT, EndpointState, Model, SlowStart,
-};
+use crate::endpoint::{DEFAULT_DECAY, DEFAULT_FAILURE_PENALTY, DEFAULT_RTT, Model, SlowStart};
 use crate::error::{ConfigError, check_nonzero, check_weight};
 use crate::pick::{PeakEwma, Picker};
 use crate::rng::RngSource;
@@ -161,33 +159,25 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             penalty_ns: self.failure_penalty.as_nanos() as f64,
             slow_start: self.slow_start,
         });
+        let shared = Arc::new(Shared {
+            set: ArcSwap::from_pointee(Snapshot::new(&self.picker, Vec::new(), Vec::new())),
+            picker: self.picker,
+            classify: self.classify,
+            writer: Mutex::new(()),
+            model,
+            cap: self.cap,
+            rng: RngSource::new(self.seed),
+            next_id: AtomicU64::new(0),
+        });
         let mut entries = Vec::with_capacity(self.endpoints.len());
         let mut states = Vec::with_capacity(self.endpoints.len());
-        for (id, (key, service, w)) in self.endpoints.into_iter().enumerate() {
-            let h = key_hash(&key);
-            states.push(Arc::new(EndpointState::new(
-                id as u64,
-                h,
-                w,
-                model.clone(),
-                now,
-                false,
-            )));
+        for (key, service, w) in self.endpoints {
+            states.push(shared.new_endpoint(&key, w, now, false));
             entries.push(Arc::new(Entry { key, service }));
         }
-        let n = entries.len() as u64;
-        let snapshot = Snapshot::new(&self.picker, entries, states);
-        Ok(Balance {
-            shared: Arc::new(Shared {
-                set: ArcSwap::from_pointee(snapshot),
-                picker: self.picker,
-                classify: self.classify,
-                writer: Mutex::new(()),
-                model,
-                cap: self.cap,
-                rng: RngSource::new(self.seed),
-                next_id: AtomicU64::new(n),
-            }),
-        })
+        shared
+            .set
+            .store(Arc::new(Snapshot::new(&shared.picker, entries, states)));
+        Ok(Balance { shared })
     }
 }

@@ -77,7 +77,7 @@ where
                     let now = Instant::now();
                     let latency = now.saturating_duration_since(*start);
                     let outcome = classify.classify(res.as_ref(), latency);
-                    guard.endpoint().record(outcome, latency, now);
+                    guard.complete(outcome, latency, now);
                 }
                 Poll::Ready(res.map_err(Error::Inner))
             }

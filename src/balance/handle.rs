@@ -1,11 +1,10 @@
 use std::borrow::Borrow;
 use std::hash::Hash;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use tokio::time::Instant;
 
-use super::{Entry, Shared, Snapshot, key_hash};
+use super::{Entry, Shared, Snapshot};
 use crate::endpoint::EndpointState;
 use crate::error::{ConfigError, check_weight};
 use crate::pick::Picker;
@@ -51,15 +50,7 @@ where
         let shared = &*self.shared;
         let _w = shared.writer.lock().unwrap_or_else(|p| p.into_inner());
         let cur = shared.set.load_full();
-        let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-        let state = Arc::new(EndpointState::new(
-            id,
-            key_hash(&key),
-            weight,
-            shared.model.clone(),
-            Instant::now(),
-            true,
-        ));
+        let state = shared.new_endpoint(&key, weight, Instant::now(), true);
         let mut entries = cur.entries.clone();
         let mut states = cur.states.clone();
         let entry = Arc::new(Entry { key, service });

@@ -124,6 +124,33 @@ pub(crate) struct Shared<K, S, P: Picker, C> {
     pub(crate) next_id: AtomicU64,
 }
 
+impl<K, S, P: Picker, C> Shared<K, S, P, C> {
+    /// Creates the live state of a new endpoint: the one place every
+    /// endpoint, initial or inserted later, is born.
+    pub(crate) fn new_endpoint(
+        &self,
+        key: &K,
+        weight: f64,
+        now: tokio::time::Instant,
+        ramp: bool,
+    ) -> Arc<EndpointState>
+    where
+        K: Hash,
+    {
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Arc::new(EndpointState::new(
+            id,
+            key_hash(key),
+            weight,
+            self.model.clone(),
+            now,
+            ramp,
+        ))
+    }
+}
+
 /// One endpoint's identity and service.
 pub(crate) struct Entry<K, S> {
     pub(crate) key: K,

@@ -25,6 +25,9 @@ struct Scope {
 
 thread_local! {
     static SCOPE: Cell<Option<Scope>> = const { Cell::new(None) };
+    /// True while any scope is open on this thread: the common case (no
+    /// retry layer above) then costs one flag read per call.
+    static ACTIVE: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Runs `f` (which should call a `Balance`, directly or through synchronous
@@ -40,21 +43,44 @@ pub fn call_avoiding<R>(avoid: &[u64], f: impl FnOnce() -> R) -> (R, Option<u64>
         picked: None,
     };
     scope.avoid[..scope.len].copy_from_slice(&avoid[..scope.len]);
-    let outer = SCOPE.with(|s| s.replace(Some(scope)));
+    let restore = Restore {
+        outer: SCOPE.with(|s| s.replace(Some(scope))),
+        was_active: ACTIVE.with(|a| a.replace(true)),
+    };
     let r = f();
-    let inner = SCOPE.with(|s| s.replace(outer));
-    (r, inner.and_then(|s| s.picked))
+    let picked = SCOPE.with(Cell::get).and_then(|s| s.picked);
+    drop(restore);
+    (r, picked)
+}
+
+/// Puts the enclosing scope back, also when `f` unwinds.
+struct Restore {
+    outer: Option<Scope>,
+    was_active: bool,
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        SCOPE.with(|s| s.set(self.outer));
+        ACTIVE.with(|a| a.set(self.was_active));
+    }
 }
 
 /// The avoid list of the enclosing scope, if any (copied out: no borrow held).
 #[inline]
 pub(crate) fn current_avoid() -> Option<([u64; MAX_AVOID], usize)> {
+    if !ACTIVE.with(Cell::get) {
+        return None;
+    }
     SCOPE.with(|s| s.get().map(|s| (s.avoid, s.len)))
 }
 
 /// Reports the picked endpoint to the enclosing scope, if any.
 #[inline]
 pub(crate) fn report_pick(id: u64) {
+    if !ACTIVE.with(Cell::get) {
+        return;
+    }
     SCOPE.with(|s| {
         if let Some(mut scope) = s.get() {
             scope.picked = Some(id);

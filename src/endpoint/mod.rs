@@ -6,6 +6,7 @@
 //! reads them without locks, a response writes them without locks.
 
 mod ewma;
+mod parallelism;
 mod slow_start;
 
 use std::sync::Arc;
@@ -17,7 +18,13 @@ use tokio::time::Instant;
 pub use slow_start::SlowStart;
 
 use crate::classify::Outcome;
-use ewma::Ewma;
+use ewma::{Ewma, decay};
+use parallelism::Parallelism;
+
+/// The floor latency of the parallelism estimate creeps up this many times
+/// slower than the latency EWMA decays, so sustained queueing is not
+/// mistaken for a slower replica.
+const FLOOR_DECAY_FACTOR: f64 = 6.0;
 
 /// Default decay time constant τ of the latency EWMA: 10 s, as in Finagle and
 /// linkerd. Long enough to smooth bursts, short enough that a replica which
@@ -72,6 +79,7 @@ pub struct EndpointState {
     in_flight: AtomicUsize,
     weight: AtomicU64,
     latency: Ewma,
+    parallelism: Parallelism,
     requests: AtomicU64,
     failures: AtomicU64,
     /// Start of this endpoint's slow-start ramp (ns since epoch), if it has one.
@@ -95,6 +103,7 @@ impl EndpointState {
             in_flight: AtomicUsize::new(0),
             weight: AtomicU64::new(weight.to_bits()),
             latency: Ewma::new(model.default_rtt_ns, now_ns),
+            parallelism: Parallelism::new(),
             requests: AtomicU64::new(0),
             failures: AtomicU64::new(0),
             ramp_start: (ramp && model.slow_start.is_some()).then_some(now_ns),
@@ -155,6 +164,21 @@ impl EndpointState {
         self.estimate_ns(self.model.nanos(now))
     }
 
+    /// How many requests this endpoint appears to serve at once without
+    /// queueing, learned from this balancer's own traffic (at least 1; see
+    /// the `parallelism` notes in the crate docs of [`PeakEwma`](crate::pick::PeakEwma)).
+    #[inline]
+    pub fn parallelism(&self) -> f64 {
+        self.parallelism.get()
+    }
+
+    /// The unloaded ("floor") latency the parallelism estimate is measured
+    /// against; `None` before the first successful call.
+    pub fn floor_latency(&self) -> Option<Duration> {
+        let f = self.parallelism.floor();
+        f.is_finite().then(|| Duration::from_nanos(f as u64))
+    }
+
     /// Calls that completed with an outcome other than `Ignore`.
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
@@ -168,25 +192,30 @@ impl EndpointState {
     /// Takes one in-flight slot, unless the endpoint already has `cap`.
     #[inline]
     pub(crate) fn try_acquire(self: &Arc<Self>, cap: Option<usize>) -> Option<InFlight> {
-        match cap {
-            None => {
-                self.in_flight.fetch_add(1, Ordering::Relaxed);
-            }
-            Some(cap) => {
-                self.in_flight
-                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                        (n < cap).then_some(n + 1)
-                    })
-                    .ok()?;
-            }
-        }
+        let before = match cap {
+            None => self.in_flight.fetch_add(1, Ordering::Relaxed),
+            Some(cap) => self
+                .in_flight
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                    (n < cap).then_some(n + 1)
+                })
+                .ok()?,
+        };
         Some(InFlight {
             state: Arc::clone(self),
+            concurrency: before + 1,
         })
     }
 
-    /// Feeds one completed call into the model.
-    pub(crate) fn record(&self, outcome: Outcome, latency: Duration, now: Instant) {
+    /// Feeds one completed call into the model; `concurrency` is the number
+    /// of requests that were in flight when it was dispatched, itself included.
+    pub(crate) fn record(
+        &self,
+        outcome: Outcome,
+        latency: Duration,
+        now: Instant,
+        concurrency: usize,
+    ) {
         let sample = match outcome {
             Outcome::Ignore => return,
             Outcome::Success => latency.as_nanos() as f64,
@@ -204,8 +233,16 @@ impl EndpointState {
             }
         };
         self.requests.fetch_add(1, Ordering::Relaxed);
-        self.latency
-            .observe(sample, self.model.nanos(now), self.model.tau_ns);
+        let tau = self.model.tau_ns;
+        let dt = self.latency.observe(sample, self.model.nanos(now), tau);
+        if outcome == Outcome::Success {
+            self.parallelism.observe(
+                sample,
+                concurrency,
+                decay(dt, tau),
+                decay(dt, tau * FLOOR_DECAY_FACTOR),
+            );
+        }
     }
 }
 
@@ -214,12 +251,24 @@ impl EndpointState {
 #[derive(Debug)]
 pub struct InFlight {
     state: Arc<EndpointState>,
+    concurrency: usize,
 }
 
 impl InFlight {
     /// The endpoint this request is on.
     pub fn endpoint(&self) -> &Arc<EndpointState> {
         &self.state
+    }
+
+    /// Requests in flight on the endpoint when this one was dispatched,
+    /// itself included.
+    pub fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
+    /// Records the call's outcome and latency, then releases the slot.
+    pub(crate) fn complete(self, outcome: Outcome, latency: Duration, now: Instant) {
+        self.state.record(outcome, latency, now, self.concurrency);
     }
 }
 

@@ -8,6 +8,13 @@
 
 use std::time::Duration;
 
+mod http;
+
+pub use http::{
+    AnyErrorIsError, ErrorKind, HttpClassify, MAX_RETRY_AFTER, StdErrorKind, error_kind,
+    parse_retry_after,
+};
+
 /// What a completed call says about the endpoint that served it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

@@ -1,0 +1,175 @@
+//! Per-request overhead of `tower_lb::Balance` against
+//! `tower::balance::p2c::Balance` over `tower::load::PeakEwma`, on the same
+//! no-op inner service, measured in one run.
+//!
+//! Run with `cargo bench --bench balance`. Groups:
+//! * `per_request/{8,1024}`: tower-lb (default picker) vs tower's p2c.
+//! * `picker/{name}/{8,64,1024}`: every picker's per-request cost.
+//! * `threads`: one shared `Balance` driven by one and by two threads
+//!   (time per request per thread; the ratio gives the scaling).
+
+use std::convert::Infallible;
+use std::future::{Future, Ready, ready};
+use std::hint::black_box;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use tower::Service;
+use tower::discover::ServiceList;
+use tower::load::{CompleteOnResponse, PeakEwma as TowerPeakEwma};
+use tower_lb::{Balance, pick};
+
+/// The inner service: always ready, answers at once, allocates nothing.
+#[derive(Clone, Copy)]
+struct Noop;
+
+impl Service<u64> for Noop {
+    type Response = u64;
+    type Error = Infallible;
+    type Future = Ready<Result<u64, Infallible>>;
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+    fn call(&mut self, req: u64) -> Self::Future {
+        ready(Ok(req))
+    }
+}
+
+/// One request through a service: ready, call, poll to completion.
+#[inline]
+fn one<S: Service<u64>>(svc: &mut S, cx: &mut Context<'_>, req: u64)
+where
+    S::Error: std::fmt::Debug,
+{
+    match svc.poll_ready(cx) {
+        Poll::Ready(Ok(())) => {}
+        _ => panic!("not ready"),
+    }
+    let fut = pin!(svc.call(req));
+    match fut.poll(cx) {
+        Poll::Ready(Ok(r)) => {
+            black_box(r);
+        }
+        _ => panic!("not done"),
+    }
+}
+
+fn tower_lb<P: pick::Pick<u64>>(picker: P, n: usize) -> Balance<usize, Noop, P> {
+    let mut b = Balance::builder().picker(picker);
+    for i in 0..n {
+        b = b.endpoint(i, Noop);
+    }
+    b.build().expect("valid config")
+}
+
+fn tower_p2c(n: usize) -> impl Service<u64, Error = tower::BoxError> {
+    let endpoints = (0..n).map(|_| {
+        TowerPeakEwma::new(
+            Noop,
+            Duration::from_millis(30),
+            10e9,
+            CompleteOnResponse::default(),
+        )
+    });
+    tower::balance::p2c::Balance::new(ServiceList::new(endpoints))
+}
+
+fn per_request(c: &mut Criterion) {
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut g = c.benchmark_group("per_request");
+    for n in [8usize, 1024] {
+        let mut ours = tower_lb(pick::PeakEwma::default(), n);
+        g.bench_function(BenchmarkId::new("tower_lb_peak_ewma", n), |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i += 1;
+                one(&mut ours, &mut cx, i)
+            })
+        });
+        let mut classic = tower_lb(pick::PeakEwma::classic(), n);
+        g.bench_function(BenchmarkId::new("tower_lb_p2c_peak_ewma", n), |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i += 1;
+                one(&mut classic, &mut cx, i)
+            })
+        });
+        let mut theirs = tower_p2c(n);
+        g.bench_function(BenchmarkId::new("tower_p2c_peak_ewma", n), |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i += 1;
+                one(&mut theirs, &mut cx, i)
+            })
+        });
+    }
+    g.finish();
+}
+
+fn bench_picker<P: pick::Pick<u64> + Clone>(c: &mut Criterion, picker: P) {
+    bench_fresh_picker(c, move || picker.clone())
+}
+
+/// Pickers with internal counters are not `Clone`: build one per pool size.
+fn bench_fresh_picker<P: pick::Pick<u64>>(c: &mut Criterion, make: impl Fn() -> P) {
+    let mut cx = Context::from_waker(Waker::noop());
+    let name = make().name();
+    let mut g = c.benchmark_group(format!("picker/{name}"));
+    for n in [8usize, 64, 1024] {
+        let mut lb = tower_lb(make(), n);
+        g.bench_function(BenchmarkId::from_parameter(n), |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i += 1;
+                one(&mut lb, &mut cx, i)
+            })
+        });
+    }
+    g.finish();
+}
+
+fn pickers(c: &mut Criterion) {
+    bench_picker(c, pick::PeakEwma::default());
+    bench_picker(c, pick::PeakEwma::classic());
+    bench_picker(c, pick::Random::new());
+    bench_picker(c, pick::P2cLeastInFlight::new());
+    bench_picker(c, pick::LeastInFlight::new());
+    bench_picker(c, pick::LeastResponseTime::new());
+    bench_fresh_picker(c, pick::RoundRobin::new);
+    bench_fresh_picker(c, pick::WeightedRoundRobin::new);
+}
+
+/// Time for `iters` requests on each of `threads` threads sharing one balancer.
+fn shared_run(lb: &Balance<usize, Noop>, threads: usize, iters: u64) -> Duration {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            let mut lb = lb.clone();
+            s.spawn(move || {
+                let mut cx = Context::from_waker(Waker::noop());
+                for i in 0..iters {
+                    one(&mut lb, &mut cx, i);
+                }
+            });
+        }
+    });
+    start.elapsed()
+}
+
+fn threads(c: &mut Criterion) {
+    let lb = tower_lb(pick::PeakEwma::default(), 8);
+    let mut g = c.benchmark_group("threads");
+    // Reported time is wall time per request *per thread*: equal times mean
+    // two threads move twice the requests.
+    for t in [1usize, 2] {
+        g.bench_function(BenchmarkId::new("shared_balance_8", t), |b| {
+            b.iter_custom(|iters| shared_run(&lb, t, iters))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, per_request, pickers, threads);
+criterion_main!(benches);

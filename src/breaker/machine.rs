@@ -1,0 +1,626 @@
+//! The state machine: [`CircuitBreaker`].
+//!
+//! # Concurrency
+//!
+//! The state and its generation (a counter bumped on every transition) live
+//! in one atomic word, so state checks are a single atomic load. Every
+//! transition, every recorded outcome and every half-open admission happens
+//! under one `Mutex`, which makes admission exact (no two callers can take
+//! the last probe slot) and keeps the window consistent. In the closed state
+//! that lock is taken only to record, never to admit; a refused call never
+//! takes it. The few numbers a lock-free check needs (end of the open wait,
+//! probe slots taken, probe deadline) are mirrored in atomics, written under
+//! the lock before the state word is published.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::backoff;
+use super::config::CircuitBreakerConfig;
+use super::error::CircuitOpen;
+use super::permit::{OwnedPermit, Permit, Ticket};
+use super::state::{Metrics, Reason, State, Transition};
+use super::window::{FAILED, SLOW, Window};
+use crate::classify::{FailureKind, Outcome};
+use crate::rng::RngSource;
+
+type Observer = Box<dyn Fn(Transition) + Send + Sync>;
+
+/// A circuit breaker with Resilience4j semantics and a bounded half-open
+/// state; see the [module docs](super) for the rules.
+///
+/// `Send + Sync`: share it by reference or `Arc`. Querying is a couple of
+/// atomic loads and never blocks.
+pub struct CircuitBreaker {
+    config: CircuitBreakerConfig,
+    epoch: Instant,
+    /// `generation << 3 | state`; written only under `inner`.
+    word: AtomicU64,
+    /// End of the open wait, ns since `epoch`.
+    open_until: AtomicU64,
+    /// Probe slots taken (running or completed) in this half-open period.
+    probes_taken: AtomicU32,
+    /// When the oldest running probe times out, ns since `epoch`.
+    probe_deadline: AtomicU64,
+    rejected: AtomicU64,
+    entered: [AtomicU64; 5],
+    inner: Mutex<Inner>,
+    rng: RngSource,
+    observer: Option<Observer>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    window: Window,
+    consecutive: u32,
+    opens_in_row: u32,
+    probes: Probes,
+}
+
+#[derive(Debug, Default)]
+struct Probes {
+    /// `(id, admitted at ns)` of the probes still running.
+    running: Vec<(u64, u64)>,
+    next_id: u64,
+    completed: u32,
+    failed: u32,
+    slow: u32,
+}
+
+impl Probes {
+    fn taken(&self) -> u32 {
+        self.running.len() as u32 + self.completed
+    }
+}
+
+const STATE_BITS: u32 = 3;
+
+fn pack(generation: u64, state: State) -> u64 {
+    (generation << STATE_BITS) | state as u64
+}
+
+fn unpack(word: u64) -> (u64, State) {
+    let state = match word & ((1 << STATE_BITS) - 1) {
+        0 => State::Closed,
+        1 => State::Open,
+        2 => State::HalfOpen,
+        3 => State::ForcedOpen,
+        _ => State::Disabled,
+    };
+    (word >> STATE_BITS, state)
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// `part / total ≥ percent / 100`, exact for integer percentages.
+fn reaches(part: u64, total: u64, percent: f64) -> bool {
+    total > 0 && part as f64 * 100.0 >= percent * total as f64
+}
+
+impl CircuitBreaker {
+    /// A closed breaker. Its clock starts at `Instant::now()` (tokio's, so a
+    /// paused test clock applies).
+    pub fn new(config: CircuitBreakerConfig) -> Self {
+        Self {
+            epoch: Instant::now(),
+            word: AtomicU64::new(pack(0, State::Closed)),
+            open_until: AtomicU64::new(0),
+            probes_taken: AtomicU32::new(0),
+            probe_deadline: AtomicU64::new(u64::MAX),
+            rejected: AtomicU64::new(0),
+            entered: Default::default(),
+            inner: Mutex::new(Inner {
+                window: Window::new(config.window),
+                consecutive: 0,
+                opens_in_row: 0,
+                probes: Probes::default(),
+            }),
+            rng: RngSource::new(config.seed),
+            observer: None,
+            config,
+        }
+    }
+
+    /// Calls `f` after every transition, outside the breaker's lock, on the
+    /// thread that caused it. Transitions racing on two threads may reach
+    /// `f` out of order; [`Transition::at`] and [`transitions_to`] are
+    /// authoritative. Keep `f` short (log, bump a metric).
+    ///
+    /// [`transitions_to`]: CircuitBreaker::transitions_to
+    pub fn on_transition(mut self, f: impl Fn(Transition) + Send + Sync + 'static) -> Self {
+        self.observer = Some(Box::new(f));
+        self
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &CircuitBreakerConfig {
+        &self.config
+    }
+
+    /// The stored state: one atomic load.
+    ///
+    /// Time-driven transitions happen lazily, on the next
+    /// [`try_acquire`](Self::try_acquire) or [`Permit::record`]: a breaker
+    /// whose open wait has elapsed still reads `Open` until a call comes.
+    /// Use [`is_call_permitted`](Self::is_call_permitted) to ask whether a
+    /// call would get through now.
+    #[inline]
+    pub fn state(&self) -> State {
+        unpack(self.word.load(Ordering::Acquire)).1
+    }
+
+    /// Whether [`try_acquire`](Self::try_acquire) at `now` would succeed, with
+    /// no side effect (a picker may ask for every candidate). One atomic load
+    /// in the closed and disabled states, three in the others.
+    #[inline]
+    pub fn is_call_permitted(&self, now: Instant) -> bool {
+        match self.state() {
+            State::Closed | State::Disabled => true,
+            State::ForcedOpen => false,
+            State::Open => self.now_ns(now) >= self.open_until.load(Ordering::Acquire),
+            State::HalfOpen => {
+                self.now_ns(now) < self.probe_deadline.load(Ordering::Acquire)
+                    && self.probes_taken.load(Ordering::Acquire) < self.config.half_open_probes
+            }
+        }
+    }
+
+    /// Asks to make one call at `now`.
+    ///
+    /// Closed and disabled: always granted, one atomic load. Open: refused
+    /// until the wait has elapsed, then the breaker turns half-open and this
+    /// caller takes the first probe slot. Half-open: granted to exactly
+    /// `half_open_probes` callers, however many race (slots freed by dropped
+    /// permits are granted again). Forced open: refused.
+    ///
+    /// # Errors
+    ///
+    /// [`CircuitOpen`] when the call is refused.
+    pub fn try_acquire(&self, now: Instant) -> Result<Permit<'_>, CircuitOpen> {
+        self.acquire_ticket(now).map(|t| Permit::new(self, t))
+    }
+
+    /// [`try_acquire`](Self::try_acquire) for a breaker in an `Arc`: the
+    /// permit holds a clone of it and can be stored in a future.
+    ///
+    /// # Errors
+    ///
+    /// [`CircuitOpen`] when the call is refused.
+    pub fn try_acquire_owned(self: &Arc<Self>, now: Instant) -> Result<OwnedPermit, CircuitOpen> {
+        self.acquire_ticket(now)
+            .map(|t| OwnedPermit::new(Arc::clone(self), t))
+    }
+
+    /// Opens the breaker until [`reset`](Self::reset), whatever the calls say.
+    pub fn force_open(&self) {
+        self.manual(State::ForcedOpen, Reason::ForcedOpen);
+    }
+
+    /// Lets every call through and records nothing until
+    /// [`reset`](Self::reset). The window is emptied.
+    pub fn disable(&self) {
+        self.manual(State::Disabled, Reason::Disabled);
+    }
+
+    /// Closes the breaker with an empty window and the backoff restarted, from
+    /// any state. Always reported as a transition (possibly closed → closed).
+    pub fn reset(&self) {
+        self.manual(State::Closed, Reason::Reset);
+    }
+
+    /// How many times the breaker has entered `state` (a counter per
+    /// transition target, for metrics).
+    pub fn transitions_to(&self, state: State) -> u64 {
+        self.entered[state.index()].load(Ordering::Relaxed)
+    }
+
+    /// The window and probe counters as seen at `now` (calls that have left a
+    /// time window by then are not counted). Takes the lock; O(window
+    /// buckets) for a time window, O(1) otherwise.
+    pub fn metrics(&self, now: Instant) -> Metrics {
+        let now_ns = self.now_ns(now);
+        let inner = self.lock();
+        let totals = inner.window.totals_at(now_ns);
+        Metrics {
+            state: self.state(),
+            calls: totals.calls,
+            failed_calls: totals.failed,
+            slow_calls: totals.slow,
+            consecutive_failures: inner.consecutive,
+            opens_in_row: inner.opens_in_row,
+            probes_in_flight: inner.probes.running.len() as u32,
+            probes_completed: inner.probes.completed,
+            probes_failed: inner.probes.failed,
+            rejected_calls: self.rejected.load(Ordering::Relaxed),
+        }
+    }
+
+    // ---- the ticket API: for owners that hold the breaker in their own Arc.
+
+    /// Asks to make one call; see [`try_acquire`](Self::try_acquire). The
+    /// ticket must be passed back to [`record_ticket`](Self::record_ticket)
+    /// or [`release_ticket`](Self::release_ticket).
+    pub(crate) fn acquire_ticket(&self, now: Instant) -> Result<Ticket, CircuitOpen> {
+        let (generation, state) = unpack(self.word.load(Ordering::Acquire));
+        match state {
+            State::Closed | State::Disabled => {
+                return Ok(Ticket {
+                    generation,
+                    probe: None,
+                });
+            }
+            State::ForcedOpen => return Err(self.refuse(State::ForcedOpen, None)),
+            State::Open => {
+                let now_ns = self.now_ns(now);
+                let until = self.open_until.load(Ordering::Acquire);
+                if now_ns < until {
+                    let left = Duration::from_nanos(until - now_ns);
+                    return Err(self.refuse(State::Open, Some(left)));
+                }
+            }
+            State::HalfOpen => {
+                let full =
+                    self.probes_taken.load(Ordering::Acquire) >= self.config.half_open_probes;
+                if full && self.now_ns(now) < self.probe_deadline.load(Ordering::Acquire) {
+                    return Err(self.refuse(State::HalfOpen, None));
+                }
+            }
+        }
+        self.acquire_locked(now)
+    }
+
+    /// Records the outcome of the call `ticket` admitted.
+    pub(crate) fn record_ticket(
+        &self,
+        ticket: Ticket,
+        outcome: Outcome,
+        latency: Duration,
+        now: Instant,
+    ) {
+        let mut flags = match outcome {
+            Outcome::Ignore => return self.release_ticket(ticket),
+            Outcome::Success => 0,
+            // A slow success is not a failure: counting it as both would let
+            // the failure-rate threshold (50 %) fire long before the slow-call
+            // threshold (100 %) the user set for slowness.
+            Outcome::Failure(FailureKind::Slow) => SLOW,
+            Outcome::Failure(_) => FAILED,
+        };
+        if latency >= self.config.slow_call_duration {
+            flags |= SLOW;
+        }
+        let (generation, state) = unpack(self.word.load(Ordering::Acquire));
+        if generation != ticket.generation || !matches!(state, State::Closed | State::HalfOpen) {
+            return;
+        }
+        let mut inner = self.lock();
+        let (generation, state) = unpack(self.word.load(Ordering::Relaxed));
+        if generation != ticket.generation {
+            return;
+        }
+        let event = match state {
+            State::Closed => self.record_closed(&mut inner, flags, now),
+            State::HalfOpen => self.record_probe(&mut inner, ticket, flags, now),
+            _ => None,
+        };
+        drop(inner);
+        self.emit(event);
+    }
+
+    /// Gives back the slot of a call that will not be recorded.
+    pub(crate) fn release_ticket(&self, ticket: Ticket) {
+        let Some(id) = ticket.probe else { return };
+        if unpack(self.word.load(Ordering::Acquire)).0 != ticket.generation {
+            return;
+        }
+        let mut inner = self.lock();
+        if unpack(self.word.load(Ordering::Relaxed)).0 != ticket.generation {
+            return;
+        }
+        let probes = &mut inner.probes;
+        if let Some(i) = probes.running.iter().position(|&(p, _)| p == id) {
+            probes.running.swap_remove(i);
+            self.publish_probes(probes);
+        }
+    }
+
+    // ---- internals
+
+    fn now_ns(&self, now: Instant) -> u64 {
+        nanos(now.saturating_duration_since(self.epoch))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // The lock guards no invariant a panic elsewhere could break halfway
+        // (observers run outside it), so a poisoned lock is still usable.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn refuse(&self, state: State, retry_after: Option<Duration>) -> CircuitOpen {
+        self.rejected.fetch_add(1, Ordering::Relaxed);
+        CircuitOpen::new(state, retry_after)
+    }
+
+    fn emit(&self, event: Option<Transition>) {
+        if let (Some(t), Some(f)) = (event, &self.observer) {
+            f(t);
+        }
+    }
+
+    fn acquire_locked(&self, now: Instant) -> Result<Ticket, CircuitOpen> {
+        let now_ns = self.now_ns(now);
+        let mut inner = self.lock();
+        let (generation, state) = unpack(self.word.load(Ordering::Relaxed));
+        let mut event = None;
+        let result = match state {
+            State::Closed | State::Disabled => Ok(Ticket {
+                generation,
+                probe: None,
+            }),
+            State::ForcedOpen => Err((State::ForcedOpen, None)),
+            State::Open => {
+                let until = self.open_until.load(Ordering::Relaxed);
+                if now_ns < until {
+                    Err((State::Open, Some(Duration::from_nanos(until - now_ns))))
+                } else {
+                    event = Some(self.enter(&mut inner, State::HalfOpen, Reason::WaitElapsed, now));
+                    self.admit(&mut inner, now_ns)
+                }
+            }
+            State::HalfOpen => match self.expire_probes(&mut inner, now) {
+                Some(t) => {
+                    event = Some(t);
+                    let left = self
+                        .open_until
+                        .load(Ordering::Relaxed)
+                        .saturating_sub(now_ns);
+                    Err((State::Open, Some(Duration::from_nanos(left))))
+                }
+                None => self.admit(&mut inner, now_ns),
+            },
+        };
+        drop(inner);
+        self.emit(event);
+        result.map_err(|(state, left)| self.refuse(state, left))
+    }
+
+    /// Takes a probe slot, if one is free. Called in the half-open state.
+    fn admit(&self, inner: &mut Inner, now_ns: u64) -> Result<Ticket, (State, Option<Duration>)> {
+        let probes = &mut inner.probes;
+        if probes.taken() >= self.config.half_open_probes {
+            return Err((State::HalfOpen, None));
+        }
+        let id = probes.next_id;
+        probes.next_id += 1;
+        probes.running.push((id, now_ns));
+        self.publish_probes(probes);
+        let generation = unpack(self.word.load(Ordering::Relaxed)).0;
+        Ok(Ticket {
+            generation,
+            probe: Some(id),
+        })
+    }
+
+    /// Mirrors the probe slots and the oldest probe's deadline into atomics.
+    fn publish_probes(&self, probes: &Probes) {
+        let timeout = nanos(self.config.half_open_timeout);
+        let deadline = probes
+            .running
+            .iter()
+            .map(|&(_, at)| at.saturating_add(timeout))
+            .min()
+            .unwrap_or(u64::MAX);
+        self.probe_deadline.store(deadline, Ordering::Release);
+        self.probes_taken.store(probes.taken(), Ordering::Release);
+    }
+
+    /// Half-open → open if a running probe has outlived the timeout; the
+    /// running probes then count as failed.
+    fn expire_probes(&self, inner: &mut Inner, now: Instant) -> Option<Transition> {
+        if self.now_ns(now) < self.probe_deadline.load(Ordering::Relaxed) {
+            return None;
+        }
+        let probes = &mut inner.probes;
+        probes.failed += probes.running.len() as u32;
+        probes.completed += probes.running.len() as u32;
+        probes.running.clear();
+        Some(self.enter(inner, State::Open, Reason::ProbeTimeout, now))
+    }
+
+    fn record_closed(&self, inner: &mut Inner, flags: u8, now: Instant) -> Option<Transition> {
+        inner.window.record(flags, self.now_ns(now));
+        if flags & FAILED != 0 {
+            inner.consecutive = inner.consecutive.saturating_add(1);
+        } else {
+            inner.consecutive = 0;
+        }
+        let cfg = &self.config;
+        let reason = if cfg
+            .consecutive_failures
+            .is_some_and(|n| inner.consecutive >= n)
+        {
+            Reason::ConsecutiveFailures
+        } else {
+            let t = inner.window.totals();
+            if t.calls < u64::from(cfg.minimum_calls) {
+                return None;
+            } else if reaches(t.failed, t.calls, cfg.failure_rate_threshold) {
+                Reason::FailureRate
+            } else if reaches(t.slow, t.calls, cfg.slow_call_rate_threshold) {
+                Reason::SlowCallRate
+            } else {
+                return None;
+            }
+        };
+        Some(self.enter(inner, State::Open, reason, now))
+    }
+
+    fn record_probe(
+        &self,
+        inner: &mut Inner,
+        ticket: Ticket,
+        flags: u8,
+        now: Instant,
+    ) -> Option<Transition> {
+        // A probe completing after its deadline has timed out.
+        if let Some(t) = self.expire_probes(inner, now) {
+            return Some(t);
+        }
+        let id = ticket.probe?;
+        let probes = &mut inner.probes;
+        let i = probes.running.iter().position(|&(p, _)| p == id)?;
+        probes.running.swap_remove(i);
+        probes.completed += 1;
+        probes.failed += u32::from(flags & FAILED != 0);
+        probes.slow += u32::from(flags & SLOW != 0);
+        self.publish_probes(probes);
+        if probes.completed < self.config.half_open_probes {
+            return None;
+        }
+        let (done, failed, slow) = (
+            u64::from(probes.completed),
+            u64::from(probes.failed),
+            u64::from(probes.slow),
+        );
+        let cfg = &self.config;
+        let bad = reaches(failed, done, cfg.failure_rate_threshold)
+            || reaches(slow, done, cfg.slow_call_rate_threshold);
+        Some(if bad {
+            self.enter(inner, State::Open, Reason::ProbesFailed, now)
+        } else {
+            self.enter(inner, State::Closed, Reason::ProbesSucceeded, now)
+        })
+    }
+
+    fn manual(&self, to: State, reason: Reason) {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        let event = (to == State::Closed || self.state() != to)
+            .then(|| self.enter(&mut inner, to, reason, now));
+        drop(inner);
+        self.emit(event);
+    }
+
+    /// Moves to `to`, preparing that state's data before publishing it.
+    /// Called under the lock.
+    fn enter(&self, inner: &mut Inner, to: State, reason: Reason, now: Instant) -> Transition {
+        let (generation, from) = unpack(self.word.load(Ordering::Relaxed));
+        match to {
+            State::Closed => {
+                inner.window.reset();
+                inner.consecutive = 0;
+                inner.opens_in_row = 0;
+            }
+            State::Open => {
+                let cfg = &self.config;
+                let wait = backoff::open_wait(
+                    cfg.open_wait,
+                    cfg.open_wait_cap,
+                    cfg.jitter,
+                    inner.opens_in_row,
+                    self.rng.next_u64(),
+                );
+                inner.opens_in_row = inner.opens_in_row.saturating_add(1);
+                let until = self.now_ns(now).saturating_add(nanos(wait));
+                self.open_until.store(until, Ordering::Release);
+            }
+            State::HalfOpen => {
+                let next_id = inner.probes.next_id;
+                inner.probes = Probes {
+                    next_id,
+                    ..Probes::default()
+                };
+                self.publish_probes(&inner.probes);
+            }
+            State::Disabled => {
+                inner.window.reset();
+                inner.consecutive = 0;
+            }
+            State::ForcedOpen => {}
+        }
+        if from == State::HalfOpen && to != State::HalfOpen {
+            inner.probes.running.clear();
+        }
+        self.word
+            .store(pack(generation.wrapping_add(1), to), Ordering::Release);
+        self.entered[to.index()].fetch_add(1, Ordering::Relaxed);
+        Transition {
+            from,
+            to,
+            reason,
+            at: now,
+        }
+    }
+}
+
+impl fmt::Debug for CircuitBreaker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CircuitBreaker")
+            .field("state", &self.state())
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::breaker::Jitter;
+
+    fn tripped(probes: u32) -> (CircuitBreaker, Instant) {
+        let config = CircuitBreakerConfig::builder()
+            .count_window(5)
+            .minimum_calls(5)
+            .open_wait(Duration::from_secs(1))
+            .jitter(Jitter::None)
+            .half_open_probes(probes)
+            .build()
+            .unwrap();
+        let cb = CircuitBreaker::new(config);
+        let now = Instant::now();
+        for _ in 0..5 {
+            let t = cb.acquire_ticket(now).unwrap();
+            cb.record_ticket(t, Outcome::Failure(FailureKind::Error), Duration::ZERO, now);
+        }
+        assert_eq!(cb.state(), State::Open);
+        (cb, now + Duration::from_secs(1))
+    }
+
+    #[test]
+    fn word_round_trips() {
+        for s in State::ALL {
+            assert_eq!(unpack(pack(12345, s)), (12345, s));
+        }
+    }
+
+    /// The lock-free refusal in `acquire_ticket` is only a shortcut: a caller
+    /// that raced past it must still be refused under the lock.
+    #[test]
+    fn locked_admission_is_exact_without_the_shortcut() {
+        let (cb, at) = tripped(3);
+        let tickets: Vec<_> = (0..3).map(|_| cb.acquire_locked(at).unwrap()).collect();
+        assert!(cb.acquire_locked(at).is_err());
+        cb.release_ticket(tickets[0]);
+        assert!(cb.acquire_locked(at).is_ok());
+        assert!(cb.acquire_locked(at).is_err());
+    }
+
+    #[test]
+    fn stale_tickets_release_nothing() {
+        let (cb, at) = tripped(1);
+        let probe = cb.acquire_ticket(at).unwrap();
+        cb.reset();
+        cb.force_open();
+        cb.reset();
+        cb.release_ticket(probe); // a probe of a half-open period long gone
+        cb.record_ticket(probe, Outcome::Success, Duration::ZERO, at);
+        assert_eq!(cb.state(), State::Closed);
+        assert_eq!(cb.metrics(at).calls, 0);
+    }
+}

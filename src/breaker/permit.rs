@@ -1,0 +1,126 @@
+//! Permits: the right to make one call, and the duty to report it.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::CircuitBreaker;
+use crate::classify::Outcome;
+
+/// What the breaker needs to know about an admitted call: the state period
+/// (generation) that admitted it, and its probe slot when it is a probe.
+///
+/// A bare ticket does not release its slot when dropped: the owner must
+/// pass it to [`CircuitBreaker::record_ticket`] or
+/// [`CircuitBreaker::release_ticket`]. [`Permit`] and [`OwnedPermit`] do
+/// that for you; the ticket API exists for owners that already hold the
+/// breaker through another `Arc` (the balancer's per-endpoint state).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ticket {
+    pub(crate) generation: u64,
+    pub(crate) probe: Option<u64>,
+}
+
+/// Permission for one call, borrowed from a [`CircuitBreaker`].
+///
+/// Report the call with [`record`](Permit::record). Dropping the permit
+/// unrecorded (the caller gave up) records nothing and, for a half-open
+/// probe, frees its slot for another caller.
+#[must_use = "dropping a permit records nothing; call `record` when the call completes"]
+pub struct Permit<'a> {
+    breaker: &'a CircuitBreaker,
+    ticket: Option<Ticket>,
+}
+
+impl<'a> Permit<'a> {
+    pub(crate) fn new(breaker: &'a CircuitBreaker, ticket: Ticket) -> Self {
+        Self {
+            breaker,
+            ticket: Some(ticket),
+        }
+    }
+
+    /// Records the call's outcome and latency, measured up to `now`.
+    ///
+    /// Cost: one atomic load, plus an uncontended lock in the closed and
+    /// half-open states. A call admitted in an earlier state period (the
+    /// breaker has changed state since) is not counted.
+    pub fn record(mut self, outcome: Outcome, latency: Duration, now: Instant) {
+        if let Some(t) = self.ticket.take() {
+            self.breaker.record_ticket(t, outcome, latency, now);
+        }
+    }
+
+    /// True when this call is a half-open probe.
+    pub fn is_probe(&self) -> bool {
+        self.ticket.is_some_and(|t| t.probe.is_some())
+    }
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        if let Some(t) = self.ticket.take() {
+            self.breaker.release_ticket(t);
+        }
+    }
+}
+
+impl fmt::Debug for Permit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit")
+            .field("probe", &self.is_probe())
+            .finish()
+    }
+}
+
+/// Like [`Permit`], but owning an `Arc` of its breaker, so it can live in a
+/// response future. From [`CircuitBreaker::try_acquire_owned`].
+#[must_use = "dropping a permit records nothing; call `record` when the call completes"]
+pub struct OwnedPermit {
+    breaker: Arc<CircuitBreaker>,
+    ticket: Option<Ticket>,
+}
+
+impl OwnedPermit {
+    pub(crate) fn new(breaker: Arc<CircuitBreaker>, ticket: Ticket) -> Self {
+        Self {
+            breaker,
+            ticket: Some(ticket),
+        }
+    }
+
+    /// Records the call's outcome and latency; see [`Permit::record`].
+    pub fn record(mut self, outcome: Outcome, latency: Duration, now: Instant) {
+        if let Some(t) = self.ticket.take() {
+            self.breaker.record_ticket(t, outcome, latency, now);
+        }
+    }
+
+    /// True when this call is a half-open probe.
+    pub fn is_probe(&self) -> bool {
+        self.ticket.is_some_and(|t| t.probe.is_some())
+    }
+
+    /// The breaker this permit came from.
+    pub fn breaker(&self) -> &Arc<CircuitBreaker> {
+        &self.breaker
+    }
+}
+
+impl Drop for OwnedPermit {
+    fn drop(&mut self) {
+        if let Some(t) = self.ticket.take() {
+            self.breaker.release_ticket(t);
+        }
+    }
+}
+
+impl fmt::Debug for OwnedPermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedPermit")
+            .field("probe", &self.is_probe())
+            .finish()
+    }
+}

@@ -1,0 +1,265 @@
+//! The retry budget: retries may add at most a fixed share to the load.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::error::ConfigError;
+
+/// Default time a deposit stays in the budget: 10 s (Finagle's `RetryBudget`
+/// and linkerd's default).
+pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+
+/// Default floor: 10 retries per second are allowed whatever the traffic
+/// (Finagle, linkerd), so a quiet client can still retry a lone failure.
+pub const DEFAULT_MIN_PER_SEC: u32 = 10;
+
+/// Default ratio of retries to requests: 20% (Finagle, linkerd). Retries add
+/// at most a fifth to the load of a backend that is already failing.
+pub const DEFAULT_RATIO: f64 = 0.2;
+
+/// Buckets the ttl is cut into; a deposit expires between 0.9·ttl and ttl
+/// after it was made. Ten is tower's and Finagle's choice.
+const BUCKETS: usize = 10;
+
+/// One retry, in budget units. A deposit is `round(ratio · UNIT)` units, so
+/// any ratio with six decimals is kept exactly and others to 1 ppm. (tower's
+/// `TpsBudget` withdraws `trunc(1 / ratio)` whole tokens per retry: a ratio of
+/// 0.6 becomes 1/1 and lets every request retry — tower issue #857.)
+const UNIT: i64 = 1_000_000;
+
+/// A retry budget with Finagle/linkerd semantics: every request deposits
+/// `ratio` of a retry, every retry (and every hedge) withdraws one; deposits
+/// and withdrawals expire after `ttl`, and `min_per_sec · ttl` retries are
+/// allowed on top of the deposits in any `ttl` window.
+///
+/// So over any window of `ttl`, retries ≤ `ratio` · requests +
+/// `min_per_sec` · `ttl`: a backend that fails everything sees at most
+/// `1 + ratio` times its normal load (plus the floor), never a retry storm.
+///
+/// Shared by every clone of a [`RetryLayer`](super::RetryLayer)'s services.
+/// Cost: one uncontended `Mutex` lock per request and per retry; the
+/// critical section is a handful of integer additions, so deposit and
+/// withdrawal are exact under concurrency (a lock-free design must either
+/// check-then-act, overdrawing under races, or pack counters into one word).
+///
+/// ```
+/// use std::time::Duration;
+/// use tower_lb::retry::Budget;
+///
+/// # fn main() -> Result<(), tower_lb::ConfigError> {
+/// let budget = Budget::new(Duration::from_secs(10), 0, 0.6)?;
+/// for _ in 0..100 { budget.deposit(); }
+/// let retries = (0..100).filter(|_| budget.withdraw()).count();
+/// assert_eq!(retries, 60);
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Budget {
+    window: Mutex<Window>,
+    epoch: Instant,
+    bucket_ns: u64,
+    deposit: i64,
+    reserve: i64,
+    ttl: Duration,
+    min_per_sec: u32,
+    ratio: f64,
+}
+
+#[derive(Debug)]
+struct Window {
+    slots: [i64; BUCKETS],
+    /// Absolute index (since `epoch`) of the current bucket.
+    head: u64,
+}
+
+impl Default for Budget {
+    /// [`DEFAULT_TTL`], [`DEFAULT_MIN_PER_SEC`], [`DEFAULT_RATIO`].
+    fn default() -> Self {
+        Self::build(DEFAULT_TTL, DEFAULT_MIN_PER_SEC, DEFAULT_RATIO)
+    }
+}
+
+impl Budget {
+    /// A budget keeping deposits for `ttl`, allowing `min_per_sec` retries
+    /// per second regardless of traffic, and `ratio` retries per request
+    /// (0.2 = 20%).
+    ///
+    /// # Errors
+    /// `budget.ttl` must be within 1 s ..= 60 s; `budget.ratio` a finite
+    /// number within 0 ..= 1000; `budget.min_per_sec` at most 1,000,000.
+    pub fn new(ttl: Duration, min_per_sec: u32, ratio: f64) -> Result<Self, ConfigError> {
+        if !(Duration::from_secs(1)..=Duration::from_secs(60)).contains(&ttl) {
+            return Err(ConfigError::new(
+                "budget.ttl",
+                ttl,
+                "a duration within 1 s ..= 60 s",
+            ));
+        }
+        if min_per_sec > 1_000_000 {
+            return Err(ConfigError::new(
+                "budget.min_per_sec",
+                min_per_sec,
+                "at most 1000000 retries per second",
+            ));
+        }
+        if !(ratio.is_finite() && (0.0..=1000.0).contains(&ratio)) {
+            return Err(ConfigError::new(
+                "budget.ratio",
+                ratio,
+                "a finite number within 0 ..= 1000",
+            ));
+        }
+        Ok(Self::build(ttl, min_per_sec, ratio))
+    }
+
+    fn build(ttl: Duration, min_per_sec: u32, ratio: f64) -> Self {
+        let reserve = (f64::from(min_per_sec) * ttl.as_secs_f64() * UNIT as f64).round() as i64;
+        Self {
+            window: Mutex::new(Window {
+                slots: [0; BUCKETS],
+                head: 0,
+            }),
+            epoch: Instant::now(),
+            bucket_ns: (ttl.as_nanos() / BUCKETS as u128).max(1) as u64,
+            deposit: (ratio * UNIT as f64).round() as i64,
+            reserve,
+            ttl,
+            min_per_sec,
+            ratio,
+        }
+    }
+
+    /// Records a request: adds `ratio` of a retry to the budget.
+    pub fn deposit(&self) {
+        let deposit = self.deposit;
+        self.with_window(|w, slot| w.slots[slot] = w.slots[slot].saturating_add(deposit));
+    }
+
+    /// Takes one retry from the budget; `false` (and nothing taken) if the
+    /// budget holds less than one.
+    pub fn withdraw(&self) -> bool {
+        let reserve = self.reserve;
+        self.with_window(|w, slot| {
+            let balance = w.slots.iter().fold(reserve, |a, &b| a.saturating_add(b));
+            if balance >= UNIT {
+                w.slots[slot] -= UNIT;
+                true
+            } else {
+                false
+            }
+        })
+    }
+
+    /// Retries the budget would allow right now (fractional).
+    pub fn balance(&self) -> f64 {
+        let reserve = self.reserve;
+        self.with_window(|w, _| w.slots.iter().fold(reserve, |a, &b| a.saturating_add(b))) as f64
+            / UNIT as f64
+    }
+
+    /// The configured time a deposit stays.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// The configured floor, in retries per second.
+    pub fn min_per_sec(&self) -> u32 {
+        self.min_per_sec
+    }
+
+    /// The configured ratio of retries to requests.
+    pub fn ratio(&self) -> f64 {
+        self.ratio
+    }
+
+    /// Runs `f` on the window, rotated to now, and the current slot.
+    fn with_window<T>(&self, f: impl FnOnce(&mut Window, usize) -> T) -> T {
+        let now = Instant::now().saturating_duration_since(self.epoch);
+        let idx = (now.as_nanos() / u128::from(self.bucket_ns)) as u64;
+        // Nothing here can panic, so a poisoned lock still holds sound data.
+        let mut w = self.window.lock().unwrap_or_else(|e| e.into_inner());
+        if idx > w.head {
+            let stale = (idx - w.head).min(BUCKETS as u64);
+            for k in 0..stale {
+                w.slots[((idx - k) % BUCKETS as u64) as usize] = 0;
+            }
+            w.head = idx;
+        }
+        let slot = (w.head % BUCKETS as u64) as usize;
+        f(&mut w, slot)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_for_every_ratio() {
+        for (ratio, want) in [(0.6, 600), (0.2, 200), (0.5, 500), (1.0, 1000), (0.0, 0)] {
+            let b = Budget::new(Duration::from_secs(10), 0, ratio).unwrap();
+            for _ in 0..1000 {
+                b.deposit();
+            }
+            let got = (0..2000).filter(|_| b.withdraw()).count();
+            assert_eq!(got, want, "ratio {ratio}");
+        }
+        // A third: 333.333 retries per 1000 requests, never 500 or 1000.
+        let b = Budget::new(Duration::from_secs(10), 0, 1.0 / 3.0).unwrap();
+        for _ in 0..3000 {
+            b.deposit();
+        }
+        assert_eq!((0..3000).filter(|_| b.withdraw()).count(), 999);
+    }
+
+    #[test]
+    fn floor_allows_min_per_sec_times_ttl() {
+        let b = Budget::new(Duration::from_secs(10), 10, 0.2).unwrap();
+        assert_eq!((0..1000).filter(|_| b.withdraw()).count(), 100);
+        assert_eq!(b.balance(), 0.0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn deposits_and_withdrawals_expire_after_ttl() {
+        let b = Budget::new(Duration::from_secs(10), 0, 1.0).unwrap();
+        for _ in 0..10 {
+            b.deposit();
+        }
+        assert_eq!(b.balance(), 10.0);
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert!(b.withdraw());
+        assert_eq!(b.balance(), 9.0);
+        // The deposits (bucket 0) expire at 10 s; the withdrawal (bucket 5)
+        // stays until 15 s.
+        tokio::time::advance(Duration::from_millis(5001)).await;
+        assert_eq!(b.balance(), -1.0);
+        assert!(!b.withdraw());
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert_eq!(b.balance(), 0.0);
+        // A long idle gap clears everything.
+        b.deposit();
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        assert_eq!(b.balance(), 0.0);
+    }
+
+    #[test]
+    fn config_errors() {
+        let ttl = Duration::from_secs(10);
+        for (r, field) in [
+            (
+                Budget::new(Duration::from_millis(999), 1, 0.2),
+                "budget.ttl",
+            ),
+            (Budget::new(Duration::from_secs(61), 1, 0.2), "budget.ttl"),
+            (Budget::new(ttl, 1_000_001, 0.2), "budget.min_per_sec"),
+            (Budget::new(ttl, 1, -0.1), "budget.ratio"),
+            (Budget::new(ttl, 1, 1000.1), "budget.ratio"),
+            (Budget::new(ttl, 1, f64::NAN), "budget.ratio"),
+        ] {
+            assert_eq!(r.unwrap_err().field(), field);
+        }
+        assert!(Budget::new(Duration::from_secs(60), 1_000_000, 1000.0).is_ok());
+    }
+}

@@ -1,0 +1,250 @@
+//! Hedging: one extra attempt when the first is slower than usual.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::error::{ConfigError, check_nonzero};
+
+/// Default hedge percentile: p95. Hedging at p95 sends about 5% extra
+/// requests and cuts the tail above it (Dean & Barroso, "The Tail at Scale").
+pub const DEFAULT_HEDGE_PERCENTILE: f64 = 0.95;
+
+/// Default lower bound of a percentile-derived hedge delay: 1 ms, so a burst
+/// of very fast answers cannot turn hedging into "always send two".
+pub const DEFAULT_HEDGE_MIN_DELAY: Duration = Duration::from_millis(1);
+
+/// Default upper bound of a percentile-derived delay, also used until enough
+/// samples exist: 1 s.
+pub const DEFAULT_HEDGE_MAX_DELAY: Duration = Duration::from_secs(1);
+
+/// Default samples needed before the percentile is trusted: 20 (a p95 of
+/// fewer than 20 samples is just the maximum).
+pub const DEFAULT_HEDGE_MIN_SAMPLES: usize = 20;
+
+/// Latency samples kept: the last 128 successful attempts. A ring of atomics
+/// is lock-free to write and recent by construction; an `hdrhistogram` would
+/// need a lock and rotating windows to forget old latency.
+pub const HEDGE_WINDOW: usize = 128;
+
+/// The percentile is recomputed every this many samples (an O(HEDGE_WINDOW)
+/// selection), not per request.
+const REFRESH: u64 = 16;
+
+/// When to send the hedge, for [`Builder::hedge`](super::Builder::hedge).
+///
+/// ```
+/// use std::time::Duration;
+/// use tower_lb::retry::Hedge;
+///
+/// let fixed = Hedge::fixed(Duration::from_millis(50));
+/// let p99 = Hedge::percentile(0.99).min_delay(Duration::from_millis(5));
+/// # let _ = (fixed, p99);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hedge {
+    pub(crate) delay: Delay,
+    pub(crate) min_delay: Duration,
+    pub(crate) max_delay: Duration,
+    pub(crate) min_samples: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Delay {
+    Fixed(Duration),
+    Percentile(f64),
+}
+
+impl Hedge {
+    /// Hedge after a fixed `delay`.
+    pub fn fixed(delay: Duration) -> Self {
+        Self {
+            delay: Delay::Fixed(delay),
+            min_delay: DEFAULT_HEDGE_MIN_DELAY,
+            max_delay: DEFAULT_HEDGE_MAX_DELAY,
+            min_samples: DEFAULT_HEDGE_MIN_SAMPLES,
+        }
+    }
+
+    /// Hedge after the `p`-quantile (0.95 = p95) of the latency of the last
+    /// [`HEDGE_WINDOW`] successful attempts, clamped to `min_delay ..= max_delay`;
+    /// `max_delay` until `min_samples` samples exist.
+    pub fn percentile(p: f64) -> Self {
+        Self {
+            delay: Delay::Percentile(p),
+            ..Self::fixed(Duration::ZERO)
+        }
+    }
+
+    /// Lower bound of a percentile-derived delay (default [`DEFAULT_HEDGE_MIN_DELAY`]).
+    pub fn min_delay(mut self, d: Duration) -> Self {
+        self.min_delay = d;
+        self
+    }
+
+    /// Upper bound of a percentile-derived delay, and the delay until enough
+    /// samples exist (default [`DEFAULT_HEDGE_MAX_DELAY`]).
+    pub fn max_delay(mut self, d: Duration) -> Self {
+        self.max_delay = d;
+        self
+    }
+
+    /// Samples needed before the percentile is used (default
+    /// [`DEFAULT_HEDGE_MIN_SAMPLES`]).
+    pub fn min_samples(mut self, n: usize) -> Self {
+        self.min_samples = n;
+        self
+    }
+
+    pub(crate) fn validate(self) -> Result<Self, ConfigError> {
+        match self.delay {
+            Delay::Fixed(d) => {
+                check_nonzero("hedge.delay", d)?;
+            }
+            Delay::Percentile(p) => {
+                if !(p.is_finite() && p > 0.0 && p <= 1.0) {
+                    return Err(ConfigError::new(
+                        "hedge.percentile",
+                        p,
+                        "a number within 0 < p ≤ 1",
+                    ));
+                }
+            }
+        }
+        check_nonzero("hedge.min_delay", self.min_delay)?;
+        if self.max_delay < self.min_delay {
+            return Err(ConfigError::new(
+                "hedge.max_delay",
+                self.max_delay,
+                "a duration ≥ hedge.min_delay",
+            ));
+        }
+        if !(1..=HEDGE_WINDOW).contains(&self.min_samples) {
+            return Err(ConfigError::new(
+                "hedge.min_samples",
+                self.min_samples,
+                "within 1 ..= 128 (the window size)",
+            ));
+        }
+        Ok(self)
+    }
+}
+
+/// Recent successful latencies and the hedge delay derived from them.
+#[derive(Debug)]
+pub(crate) struct Hedger {
+    config: Hedge,
+    samples: Box<[AtomicU64]>,
+    written: AtomicU64,
+    /// The current delay in ns; recomputed every [`REFRESH`] samples.
+    delay_ns: AtomicU64,
+}
+
+impl Hedger {
+    pub(crate) fn new(config: Hedge) -> Self {
+        let initial = match config.delay {
+            Delay::Fixed(d) => d,
+            Delay::Percentile(_) => config.max_delay,
+        };
+        Self {
+            config,
+            samples: (0..HEDGE_WINDOW).map(|_| AtomicU64::new(0)).collect(),
+            written: AtomicU64::new(0),
+            delay_ns: AtomicU64::new(initial.as_nanos() as u64),
+        }
+    }
+
+    /// The delay after which to send a hedge.
+    #[inline]
+    pub(crate) fn delay(&self) -> Duration {
+        Duration::from_nanos(self.delay_ns.load(Ordering::Relaxed))
+    }
+
+    /// Records the latency of a successful attempt.
+    #[inline]
+    pub(crate) fn record(&self, latency: Duration) {
+        let Delay::Percentile(p) = self.config.delay else {
+            return;
+        };
+        let i = self.written.fetch_add(1, Ordering::Relaxed);
+        let ns = latency.as_nanos().min(u128::from(u64::MAX)) as u64;
+        self.samples[(i % HEDGE_WINDOW as u64) as usize].store(ns, Ordering::Relaxed);
+        let n = i + 1;
+        if n >= self.config.min_samples as u64
+            && (n.is_multiple_of(REFRESH) || n == self.config.min_samples as u64)
+        {
+            self.refresh(p, n.min(HEDGE_WINDOW as u64) as usize);
+        }
+    }
+
+    fn refresh(&self, p: f64, n: usize) {
+        let mut buf = [0u64; HEDGE_WINDOW];
+        for (b, s) in buf.iter_mut().zip(self.samples.iter()).take(n) {
+            *b = s.load(Ordering::Relaxed);
+        }
+        let rank = ((p * n as f64).ceil() as usize).clamp(1, n) - 1;
+        let (_, &mut q, _) = buf[..n].select_nth_unstable(rank);
+        let min = self.config.min_delay.as_nanos() as u64;
+        let max = self.config.max_delay.as_nanos() as u64;
+        self.delay_ns.store(q.clamp(min, max), Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentile_of_recent_samples() {
+        let h = Hedger::new(Hedge::percentile(0.9).validate().unwrap());
+        assert_eq!(h.delay(), DEFAULT_HEDGE_MAX_DELAY, "too few samples");
+        for ms in 1..=20 {
+            h.record(Duration::from_millis(ms));
+        }
+        assert_eq!(h.delay(), Duration::from_millis(18));
+        // The window forgets: 128 samples of 5 ms replace the old ones.
+        for _ in 0..HEDGE_WINDOW {
+            h.record(Duration::from_millis(5));
+        }
+        assert_eq!(h.delay(), Duration::from_millis(5));
+        // Clamped to the bounds.
+        for _ in 0..HEDGE_WINDOW {
+            h.record(Duration::from_secs(9));
+        }
+        assert_eq!(h.delay(), DEFAULT_HEDGE_MAX_DELAY);
+    }
+
+    #[test]
+    fn fixed_delay_ignores_samples() {
+        let h = Hedger::new(Hedge::fixed(Duration::from_millis(7)));
+        for _ in 0..100 {
+            h.record(Duration::from_secs(1));
+        }
+        assert_eq!(h.delay(), Duration::from_millis(7));
+    }
+
+    #[test]
+    fn config_errors() {
+        let ms = Duration::from_millis;
+        for (h, field) in [
+            (Hedge::fixed(Duration::ZERO), "hedge.delay"),
+            (Hedge::percentile(0.0), "hedge.percentile"),
+            (Hedge::percentile(1.5), "hedge.percentile"),
+            (Hedge::percentile(f64::NAN), "hedge.percentile"),
+            (
+                Hedge::percentile(0.9).min_delay(Duration::ZERO),
+                "hedge.min_delay",
+            ),
+            (
+                Hedge::percentile(0.9).min_delay(ms(5)).max_delay(ms(4)),
+                "hedge.max_delay",
+            ),
+            (Hedge::percentile(0.9).min_samples(0), "hedge.min_samples"),
+            (
+                Hedge::percentile(0.9).min_samples(HEDGE_WINDOW + 1),
+                "hedge.min_samples",
+            ),
+        ] {
+            assert_eq!(h.validate().unwrap_err().field(), field);
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! [`Retry`]: the service a [`RetryLayer`](super::RetryLayer) wraps around
+//! another.
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tokio::time::Instant;
+use tower_service::Service;
+
+use super::future::ResponseFuture;
+use super::layer::Shared;
+use super::policy::Replay;
+use super::stats::{RetryStats, bump};
+use super::{Budget, Error};
+use crate::balance::call_avoiding;
+use crate::classify::Classify;
+
+/// Retries, backs off and hedges calls to `S` (usually a
+/// [`Balance`](crate::Balance)); see the [module docs](super).
+///
+/// Cloning is cheap when `S` is (one `Arc` for the shared state).
+pub struct Retry<S, R, C> {
+    pub(crate) inner: S,
+    pub(crate) shared: Arc<Shared<R, C>>,
+}
+
+impl<S: Clone, R, C> Clone for Retry<S, R, C> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<S: std::fmt::Debug, R, C> std::fmt::Debug for Retry<S, R, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Retry")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, R, C> Retry<S, R, C> {
+    /// Counters shared with the layer and every service it made.
+    pub fn stats(&self) -> &RetryStats {
+        &self.shared.stats
+    }
+
+    /// The retry budget shared with the layer.
+    pub fn budget(&self) -> &Budget {
+        &self.shared.budget
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S, Req, R, C> Service<Req> for Retry<S, R, C>
+where
+    S: Service<Req> + Clone,
+    R: Replay<Req>,
+    C: Classify<S::Response, S::Error>,
+{
+    type Response = S::Response;
+    type Error = Error<S::Error>;
+    type Future = ResponseFuture<S, Req, R, C>;
+
+    /// Ready when the inner service is.
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Error::Inner)
+    }
+
+    /// Deposits into the budget, copies the request if it may be replayed,
+    /// and sends the first attempt. Cost on top of the inner call: one
+    /// budget lock, one clone of `S` (kept for later attempts), one copy of
+    /// the request when retries are enabled, and one `Arc` clone.
+    fn call(&mut self, req: Req) -> Self::Future {
+        let shared = &self.shared;
+        bump(&shared.stats.requests);
+        shared.budget.deposit();
+        let replay = if shared.max_attempts > 1 {
+            shared.replay.replay(&req)
+        } else {
+            None
+        };
+        // The ready service takes this call; the future keeps a fresh clone
+        // for later attempts and drives it to readiness itself.
+        let clone = self.inner.clone();
+        let mut ready = std::mem::replace(&mut self.inner, clone);
+        let now = Instant::now();
+        let (fut, picked) = call_avoiding(&[], || ready.call(req));
+        ResponseFuture::new(ready, Arc::clone(shared), replay, fut, picked, now)
+    }
+}
