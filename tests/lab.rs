@@ -281,7 +281,6 @@ fn failover_traffic_returns_to_the_revived_backend() {
 }
 
 #[test]
-#[ignore = "needs tower_lb::retry::RetryLayer (not merged yet): the lab parses [resilience.retry] but runs without it"]
 fn failover_with_retry_keeps_errors_under_a_tenth_of_a_percent() {
     let r = failover();
     let pe = run(r, "peak_ewma");

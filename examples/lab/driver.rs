@@ -12,17 +12,19 @@ use http_body_util::Empty;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tokio::time::Instant;
-use tower::{Service, ServiceExt};
+use tower::{Layer, Service, ServiceExt};
 use tower_lb::Balance;
+use tower_lb::classify::HttpClassify;
 use tower_lb::pick::{self, Pick};
+use tower_lb::retry::RetryLayer;
 
 use super::backend::{Backend, Rng, sub_seed};
-use super::endpoint::{Endpoint, HttpClassify, LabRequest, LabResponse, Target};
+use super::endpoint::{Endpoint, LabRequest, LabResponse, Target};
 use super::error::LabError;
 use super::oracle::Oracle;
 use super::record::Recorder;
 use super::report::{PickerReport, Report};
-use super::scenario::{ClientIps, PickerName, Scenario, Stage};
+use super::scenario::{ClientIps, PickerName, RetrySpec, Scenario, Stage};
 use super::server;
 
 /// Seed used when neither `--seed` nor the scenario gives one.
@@ -77,15 +79,6 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
     }
     let pickers = opts.pickers.clone().unwrap_or_else(|| sc.pickers.clone());
     let mut report = Report::new(sc, opts.sim, seed, duration.as_secs_f64());
-    if let Some(retry) = &sc.resilience.retry {
-        // TODO(retry): wrap the balancer in `tower_lb::retry::RetryLayer` in
-        // `run` once it is merged; until then the scenario runs without it.
-        report.notes.push(format!(
-            "[resilience.retry] (max_attempts {}, per_try_timeout {:?}): the retry layer is not in tower-lb yet; ran without it",
-            retry.max_attempts,
-            retry.per_try_timeout.map(|d| d.0)
-        ));
-    }
     for (k, &name) in pickers.iter().enumerate() {
         let ctx = Ctx {
             sc,
@@ -207,7 +200,7 @@ where
     for c in 0..sc.load.clients {
         let mut b = Balance::builder()
             .picker(make(&backends))
-            .classify(HttpClassify)
+            .classify(HttpClassify::new())
             .seed(sub_seed(ctx.seed, 2000 + u64::from(c)));
         for (i, (t, spec)) in targets.iter().zip(&sc.backends).enumerate() {
             let ep = Endpoint {
@@ -232,12 +225,27 @@ where
         ips: sc.load.client_ips,
         seed: ctx.seed,
     });
+    // One retry layer (and budget) per client balancer, as each caller
+    // replica would have its own.
+    let retries = match &sc.resilience.retry {
+        Some(spec) => Some(
+            (0..lbs.len())
+                .map(|_| retry_layer(spec))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| LabError::input(format!("[resilience.retry]: {e}")))?,
+        ),
+        None => None,
+    };
     let users: Vec<_> = (0..sc.max_vus() as usize)
         .map(|u| {
-            // TODO(retry): with `[resilience.retry]`, wrap here:
-            //   ServiceBuilder::new().layer(RetryLayer::..).service(lb)
-            let lb = lbs[u % lbs.len()].clone();
-            tokio::spawn(user(u, lb, plan.clone(), rec.clone()))
+            let c = u % lbs.len();
+            let lb = lbs[c].clone();
+            match &retries {
+                Some(layers) => {
+                    tokio::spawn(user(u, layers[c].layer(lb), plan.clone(), rec.clone()))
+                }
+                None => tokio::spawn(user(u, lb, plan.clone(), rec.clone())),
+            }
         })
         .collect();
     let progress = (!ctx.quiet).then(|| {
@@ -269,7 +277,21 @@ where
         p.abort();
         let _ = p.await;
     }
-    Ok(rec.finish(name.as_str(), weighted, in_flight, !ctx.sim))
+    let mut report = rec.finish(name.as_str(), weighted, in_flight, !ctx.sim);
+    report.retries = retries.map(|ls| ls.iter().map(|l| l.stats().retries()).sum());
+    Ok(report)
+}
+
+fn retry_layer(
+    spec: &RetrySpec,
+) -> Result<RetryLayer<tower_lb::retry::Replayable, HttpClassify>, tower_lb::ConfigError> {
+    let mut b = RetryLayer::builder()
+        .classify(HttpClassify::new())
+        .max_attempts(spec.max_attempts);
+    if let Some(t) = spec.per_try_timeout {
+        b = b.per_try_timeout(t.0);
+    }
+    b.build()
 }
 
 /// One closed-loop virtual user: request, wait for the answer, think, again.

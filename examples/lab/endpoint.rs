@@ -14,7 +14,6 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use tower::Service;
-use tower_lb::classify::{Classify, FailureKind, Outcome};
 
 use super::backend::{Answer, Backend};
 use super::record::Recorder;
@@ -121,27 +120,6 @@ fn respond(answer: Answer) -> Result<LabResponse, EndpointError> {
             *out.status_mut() =
                 http::StatusCode::from_u16(s).map_err(|e| EndpointError(e.to_string()))?;
             Ok(out)
-        }
-    }
-}
-
-/// The lab's classifier: no answer is a connect failure, 502/503/504 are
-/// gateway failures, 429 is overload, other 5xx are errors, the rest success.
-/// Generic over the error so that a retry layer above the balancer (whose
-/// error is `tower_lb::Error<EndpointError>`) can use it too.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct HttpClassify;
-
-impl<E> Classify<LabResponse, E> for HttpClassify {
-    fn classify(&self, result: Result<&LabResponse, &E>, _: Duration) -> Outcome {
-        match result {
-            Err(_) => Outcome::Failure(FailureKind::Connect),
-            Ok(r) => match r.status().as_u16() {
-                502..=504 => Outcome::Failure(FailureKind::Gateway { retry_after: None }),
-                429 => Outcome::Failure(FailureKind::Overloaded { retry_after: None }),
-                500..=599 => Outcome::Failure(FailureKind::Error),
-                _ => Outcome::Success,
-            },
         }
     }
 }

@@ -184,6 +184,7 @@ impl Recorder {
                 share: shares(&s.picks),
                 picks: s.picks.clone(),
                 in_flight_end,
+                retries: None,
                 pick_ns: wall.then_some(round(pick_ns, 1)),
                 pick_ns_measured: pick_ns,
                 timeline,

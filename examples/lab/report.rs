@@ -74,6 +74,8 @@ pub struct PickerReport {
     /// Requests in flight on each backend when the run ended (summed over
     /// the clients' balancers).
     pub in_flight_end: Vec<usize>,
+    /// Retries sent by the retry layer (`null` without one).
+    pub retries: Option<u64>,
     /// Mean wall-clock time of `call` on the client stack (pick included),
     /// in ns; `null` in `--sim` so that the JSON is exactly reproducible.
     pub pick_ns: Option<f64>,
@@ -220,6 +222,11 @@ impl Report {
                 fl.join("/"),
                 fmt_ns(r.pick_ns_measured)
             );
+        }
+        for r in &self.runs {
+            if let Some(n) = r.retries {
+                let _ = writeln!(out, "{}: {n} retries", r.picker);
+            }
         }
         for n in &self.notes {
             let _ = writeln!(out, "note: {n}");

@@ -470,10 +470,17 @@ impl Scenario {
                 }
             }
         }
-        if let Some(r) = &self.resilience.retry
-            && r.max_attempts == 0
-        {
-            return err("resilience.retry.max_attempts", "must be >= 1".into());
+        if let Some(r) = &self.resilience.retry {
+            let max = tower_lb::retry::MAX_ATTEMPTS;
+            if !(1..=max).contains(&r.max_attempts) {
+                return err(
+                    "resilience.retry.max_attempts",
+                    format!("{} is not in 1..={max}", r.max_attempts),
+                );
+            }
+            if r.per_try_timeout.is_some_and(|d| d.0.is_zero()) {
+                return err("resilience.retry.per_try_timeout", "must be > 0".into());
+            }
         }
         Ok(())
     }
