@@ -138,6 +138,10 @@ fn pickers(c: &mut Criterion) {
     bench_picker(c, pick::LeastInFlight::new());
     bench_picker(c, pick::LeastResponseTime::new());
     bench_fresh_picker(c, pick::RoundRobin::new);
+    let key = || pick::key_fn(|r: &u64| Some(*r));
+    bench_fresh_picker(c, move || pick::KeyHash::new(key()));
+    bench_fresh_picker(c, move || pick::RingHash::new(key()));
+    bench_fresh_picker(c, move || pick::Maglev::new(key()));
     bench_fresh_picker(c, pick::WeightedRoundRobin::new);
 }
 

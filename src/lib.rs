@@ -40,6 +40,9 @@ pub mod breaker;
 pub mod classify;
 pub mod endpoint;
 mod error;
+#[cfg(feature = "http")]
+pub mod http;
+pub mod outlier;
 pub mod pick;
 pub mod retry;
 mod rng;

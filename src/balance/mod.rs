@@ -182,9 +182,13 @@ impl<K, S, T> Snapshot<K, S, T> {
     }
 }
 
-/// XXH64 (seed 0) over the key's `Hash` output. For `str`, `String`, integers
-/// and `SocketAddr` that output is a fixed byte sequence, so endpoint positions
-/// on a ring or Maglev table agree across processes and releases.
+/// XXH64 (seed 0) over the key's `Hash` output. For `str` and `String` that
+/// output is the bytes followed by `0xFF`, so string keys place endpoints on
+/// a ring or Maglev table identically in every process and on every machine
+/// (the golden-value tests pin it). Integer and `SocketAddr` keys hash in
+/// native byte order and `usize` width: they agree only between machines of
+/// the same architecture, so prefer string keys where several gateways must
+/// agree on affinity.
 pub(crate) fn key_hash<K: Hash + ?Sized>(key: &K) -> u64 {
     let mut h = xxhash_rust::xxh64::Xxh64::new(0);
     key.hash(&mut h);

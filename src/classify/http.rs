@@ -3,7 +3,7 @@
 use std::time::{Duration, SystemTime};
 
 use http::header::RETRY_AFTER;
-use http::{HeaderValue, Response, StatusCode};
+use http::{HeaderMap, HeaderValue, Response, StatusCode};
 
 use super::{Classify, FailureKind, Outcome};
 use crate::error::{ConfigError, check_nonzero};
@@ -72,9 +72,9 @@ impl HttpClassify {
     }
 }
 
-impl Default for HttpClassify {
+impl<F: Default> Default for HttpClassify<F> {
     fn default() -> Self {
-        Self::new()
+        HttpClassify::new().on_error(F::default())
     }
 }
 
@@ -162,23 +162,39 @@ pub fn error_kind(error: &(dyn std::error::Error + 'static)) -> FailureKind {
     use std::io::ErrorKind as Io;
     let mut next = Some(error);
     while let Some(e) = next {
-        if e.is::<tokio::time::error::Elapsed>() {
+        if is_elapsed(e) {
             return FailureKind::Timeout;
         }
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+        let io = e.downcast_ref::<std::io::Error>();
+        if let Some(io) = io {
             match io.kind() {
                 Io::TimedOut => return FailureKind::Timeout,
                 Io::ConnectionRefused
                 | Io::ConnectionReset
                 | Io::ConnectionAborted
                 | Io::NotConnected
-                | Io::AddrNotAvailable => return FailureKind::Connect,
+                | Io::AddrNotAvailable
+                | Io::HostUnreachable
+                | Io::NetworkUnreachable => return FailureKind::Connect,
                 _ => {}
             }
         }
-        next = e.source();
+        // `io::Error::source` skips the error it wraps; look at that too.
+        let wrapped = io
+            .and_then(|io| io.get_ref())
+            .map(|inner| inner as &(dyn std::error::Error + 'static));
+        next = wrapped.or_else(|| e.source());
     }
     FailureKind::Error
+}
+
+/// A timer's "deadline elapsed" error: tokio's, or tower's `timeout` layer's.
+fn is_elapsed(e: &(dyn std::error::Error + 'static)) -> bool {
+    #[cfg(feature = "http")]
+    if e.is::<tower::timeout::error::Elapsed>() {
+        return true;
+    }
+    e.is::<tokio::time::error::Elapsed>()
 }
 
 /// Parses a `Retry-After` value, relative to `now` for the HTTP-date form.
@@ -199,26 +215,36 @@ pub fn parse_retry_after(value: &HeaderValue, now: SystemTime, max: Duration) ->
 }
 
 impl<F> HttpClassify<F> {
-    fn retry_after<B>(&self, res: &Response<B>) -> Option<Duration> {
-        let value = res.headers().get(RETRY_AFTER)?;
+    fn retry_after(&self, headers: &HeaderMap) -> Option<Duration> {
+        let value = headers.get(RETRY_AFTER)?;
         parse_retry_after(value, SystemTime::now(), self.max_retry_after)
     }
 
-    /// The outcome of a response, ignoring latency.
-    fn status_outcome<B>(&self, res: &Response<B>) -> Outcome {
-        let status = res.status();
+    /// The outcome of an answer with this status and headers that took
+    /// `latency`: the table above. Shared by every HTTP client's response
+    /// type (`http::Response`, and `reqwest::Response` with that feature).
+    pub fn response(&self, status: StatusCode, headers: &HeaderMap, latency: Duration) -> Outcome {
         match status {
             StatusCode::BAD_GATEWAY
             | StatusCode::SERVICE_UNAVAILABLE
             | StatusCode::GATEWAY_TIMEOUT => Outcome::Failure(FailureKind::Gateway {
-                retry_after: self.retry_after(res),
+                retry_after: self.retry_after(headers),
             }),
             StatusCode::TOO_MANY_REQUESTS => Outcome::Failure(FailureKind::Overloaded {
-                retry_after: self.retry_after(res),
+                retry_after: self.retry_after(headers),
             }),
             s if s.is_server_error() => Outcome::Failure(FailureKind::Error),
+            _ if self.slow.is_some_and(|t| latency > t) => Outcome::Failure(FailureKind::Slow),
             _ => Outcome::Success,
         }
+    }
+
+    /// The outcome of a client error, through the error hook.
+    pub fn error<E>(&self, error: &E) -> Outcome
+    where
+        F: ErrorKind<E>,
+    {
+        Outcome::Failure(self.on_error.kind(error))
     }
 }
 
@@ -228,13 +254,8 @@ where
 {
     fn classify(&self, result: Result<&Response<B>, &E>, latency: Duration) -> Outcome {
         match result {
-            Err(e) => Outcome::Failure(self.on_error.kind(e)),
-            Ok(res) => match self.status_outcome(res) {
-                Outcome::Success if self.slow.is_some_and(|t| latency > t) => {
-                    Outcome::Failure(FailureKind::Slow)
-                }
-                o => o,
-            },
+            Err(e) => self.error(e),
+            Ok(res) => self.response(res.status(), res.headers(), latency),
         }
     }
 }

@@ -19,7 +19,12 @@
 //! | [`P2cLeastInFlight`] | two weighted-random candidates, fewer in-flight wins |
 //! | [`LeastResponseTime`] | full scan, lowest latency estimate (starves others; for comparison) |
 //! | [`PeakEwma`] (default) | lowest `(est + k·spread)·(in_flight+1)/weight` among `choices` candidates |
+//! | [`KeyHash`] | `hash(key) mod n`: request affinity, not consistent (the seed's IP hash) |
+//! | [`RingHash`] | ketama-style ring, points per weight unit, optional bounded load |
+//! | [`Maglev`] | prime-sized lookup table, O(1), optional bounded load |
 
+pub mod hash;
+pub mod key;
 mod least_in_flight;
 mod least_response_time;
 mod p2c_least_in_flight;
@@ -31,6 +36,8 @@ mod weighted_round_robin;
 
 use std::sync::Arc;
 
+pub use hash::{KeyHash, Maglev, RingHash};
+pub use key::{ForwardedFor, Header, KeyFn, Path, RequestKey, key_fn};
 pub use least_in_flight::LeastInFlight;
 pub use least_response_time::LeastResponseTime;
 pub use p2c_least_in_flight::P2cLeastInFlight;

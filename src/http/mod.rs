@@ -1,0 +1,129 @@
+//! HTTP load balancing (feature `http`, on by default): balance a
+//! hyper-util or reqwest client over a list of origins.
+//!
+//! [`balance`] takes a base client and the endpoints' origins
+//! (`"http://10.0.0.1:8080"`) and returns a [`Builder`] on which you can
+//! still choose a picker, caps and decay. Each endpoint is a
+//! [`SetOrigin`] around a clone of the client: it replaces the request's
+//! scheme and authority with its endpoint's and keeps the method, path,
+//! query, headers and body. Send requests with any authority (a logical name
+//! like `http://my-service/...`) or only a path (`/users?id=7`).
+//!
+//! * **Host.** By default ([`HostHeader::Keep`]) a `Host` header you set is
+//!   sent unchanged, and without one the client derives it from the
+//!   rewritten URI: the endpoint's authority. [`HostHeader::Endpoint`]
+//!   always sends the endpoint's; [`HostHeader::Original`] sends the
+//!   authority the request was made with.
+//! * **Failures.** [`Classifier`] counts 5xx and 429 answers as failures of
+//!   the endpoint (502/503/504 as gateway failures, with `Retry-After`), and
+//!   connect errors from hyper-util or reqwest as `Connect` failures; 4xx
+//!   are the caller's and count as successes.
+//! * **Keys.** [`client_ip`] reads the client's address from
+//!   `X-Forwarded-For` or the connection, for hash pickers.
+//! * **Discovery.** With feature `dns`, [`dns`] keeps the endpoint set in
+//!   step with a host name's addresses.
+//!
+//! ```no_run
+//! use http_body_util::Empty;
+//! use hyper_util::client::legacy::Client;
+//! use hyper_util::rt::TokioExecutor;
+//! use tower::{Service, ServiceExt};
+//! use tower_lb::{http, pick};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let client = Client::builder(TokioExecutor::new()).build_http::<Empty<bytes::Bytes>>();
+//! let mut lb = http::balance(client, ["http://10.0.0.1:8080", "http://10.0.0.2:8080"])?
+//!     .picker(pick::LeastInFlight::new())
+//!     .build()?;
+//! let req = ::http::Request::get("/users?id=7").body(Empty::new())?;
+//! let res = lb.ready().await?.call(req).await?;
+//! println!("{}", res.status());
+//! # Ok(()) }
+//! ```
+//!
+//! hyper-util's `legacy::Client` and `reqwest::Client` (feature `reqwest`)
+//! are `Service`s already and need no adapter; any
+//! `Service<http::Request<B>> + Clone` works the same way.
+//!
+//! | feature | adds | dependencies |
+//! |---|---|---|
+//! | `http` (default) | this module; hyper-util error classification | hyper-util (client-legacy, http1), httpdate |
+//! | `reqwest` | `SetOrigin` and `Classifier` for `reqwest::Request`/`Response` | reqwest 0.13 without default features (no TLS: enable reqwest's own TLS feature in your crate for `https`) |
+//! | `dns` | [`dns`]: endpoints from periodic resolution | tokio `net` |
+
+mod classify;
+mod client_ip;
+#[cfg(feature = "dns")]
+pub mod dns;
+mod hyper;
+mod origin;
+#[cfg(feature = "reqwest")]
+mod reqwest;
+mod set_origin;
+
+use std::collections::HashSet;
+
+pub use classify::{Classifier, ClassifyError, ClientErrors};
+pub use client_ip::{ConnectInfo, client_ip};
+pub use origin::Origin;
+pub use set_origin::{HostHeader, OriginRequest, SetOrigin};
+
+use crate::ConfigError;
+use crate::balance::Builder;
+use crate::pick::PeakEwma;
+
+/// A balancer builder over `client`, one endpoint per origin in
+/// `authorities`, with the HTTP [`Classifier`] and the default picker.
+///
+/// Each endpoint is keyed by its [`Origin`] and served by
+/// `SetOrigin::new(client.clone(), origin)` ([`HostHeader::Keep`]). Set a
+/// picker, caps or slow start on the builder, then `build()`. An empty
+/// list is allowed (requests fail with `Error::NoEndpoints` until endpoints
+/// are inserted through the balancer's `Handle`).
+///
+/// # Errors
+///
+/// A [`ConfigError`] naming `authority` for the first entry that is not a
+/// valid origin (see [`Origin::parse`]) or repeats an earlier one.
+///
+/// ```
+/// use tower_lb::{http, pick};
+///
+/// # fn main() -> Result<(), tower_lb::ConfigError> {
+/// let client = tower::service_fn(|_: ::http::Request<()>| async {
+///     Ok::<_, std::io::Error>(::http::Response::new(()))
+/// });
+/// let lb = http::balance(client, ["http://10.0.0.1:8080", "http://10.0.0.2:8080"])?
+///     .picker(pick::RoundRobin::new())
+///     .build()?;
+/// assert_eq!(lb.handle().len(), 2);
+///
+/// let bad = http::balance(client, ["http://ok:1", "tcp://nope:2"]);
+/// assert_eq!(bad.err().map(|e| e.field()), Some("authority"));
+/// # Ok(()) }
+/// ```
+pub fn balance<S, I>(
+    client: S,
+    authorities: I,
+) -> Result<Builder<Origin, SetOrigin<S>, PeakEwma, Classifier>, ConfigError>
+where
+    S: Clone,
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+{
+    let mut seen = HashSet::new();
+    let mut builder = crate::Balance::builder().classify(Classifier::default());
+    for text in authorities {
+        let text = text.as_ref();
+        let origin = Origin::parse(text)?;
+        if !seen.insert(origin.clone()) {
+            return Err(ConfigError::new(
+                "authority",
+                text,
+                "listed once (after lower-casing scheme and host)",
+            ));
+        }
+        builder = builder.endpoint(origin.clone(), SetOrigin::new(client.clone(), origin));
+    }
+    Ok(builder)
+}

@@ -1,0 +1,323 @@
+//! [`HostStats`]: one endpoint's outcome counters, failure streaks and
+//! ejection state, all atomics.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use super::config::{OutlierDetection, nanos};
+use crate::classify::{FailureKind, Outcome};
+
+/// Why a host was ejected; also the `reason` attribute of the
+/// `lb.outlier.ejections` metric ([`as_str`](Self::as_str)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EjectionReason {
+    /// [`consecutive_failures`](super::OutlierDetectionBuilder::consecutive_failures).
+    ConsecutiveFailures,
+    /// [`consecutive_gateway_failures`](super::OutlierDetectionBuilder::consecutive_gateway_failures).
+    ConsecutiveGatewayFailures,
+    /// [`success_rate`](super::OutlierDetectionBuilder::success_rate).
+    SuccessRate,
+    /// [`failure_percentage`](super::OutlierDetectionBuilder::failure_percentage).
+    FailurePercentage,
+    /// [`latency`](super::OutlierDetectionBuilder::latency).
+    Latency,
+}
+
+impl EjectionReason {
+    /// Every reason, in the order of [`index`](Self::index).
+    pub const ALL: [EjectionReason; 5] = [
+        EjectionReason::ConsecutiveFailures,
+        EjectionReason::ConsecutiveGatewayFailures,
+        EjectionReason::SuccessRate,
+        EjectionReason::FailurePercentage,
+        EjectionReason::Latency,
+    ];
+
+    /// A stable snake-case name for metrics and logs (`"success_rate"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EjectionReason::ConsecutiveFailures => "consecutive_failures",
+            EjectionReason::ConsecutiveGatewayFailures => "consecutive_gateway_failures",
+            EjectionReason::SuccessRate => "success_rate",
+            EjectionReason::FailurePercentage => "failure_percentage",
+            EjectionReason::Latency => "latency",
+        }
+    }
+
+    /// Position in [`ALL`](Self::ALL), for per-reason counter arrays.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// What an outcome means for ejection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Class {
+    /// Served (including slowly): counts as a success, feeds latency.
+    Success,
+    /// Did not serve; `gateway` for the host-level failures Envoy maps to
+    /// 502/503/504 (gateway answers, connect failures, timeouts).
+    Failure { gateway: bool },
+    /// Says nothing about the host's health: `Ignore`, and load shedding
+    /// (`Overloaded`, 429) — ejecting a host for shedding load would push its
+    /// load onto the others; the picker's penalty already steers around it.
+    Neutral,
+}
+
+pub(crate) fn class(outcome: Outcome) -> Class {
+    match outcome {
+        Outcome::Success => Class::Success,
+        Outcome::Ignore => Class::Neutral,
+        Outcome::Failure(kind) => match kind {
+            FailureKind::Slow => Class::Success,
+            FailureKind::Overloaded { .. } => Class::Neutral,
+            FailureKind::Error => Class::Failure { gateway: false },
+            FailureKind::Gateway { .. } | FailureKind::Connect | FailureKind::Timeout => {
+                Class::Failure { gateway: true }
+            }
+        },
+    }
+}
+
+/// The counts one interval collected for one host (taken and reset by the
+/// detector's evaluation).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Counts {
+    pub(crate) successes: u64,
+    pub(crate) failures: u64,
+    pub(crate) latency_sum_ns: u64,
+    pub(crate) latency_samples: u64,
+}
+
+/// One host's counts for the interval just ended, with its pool index: what
+/// the interval rules judge.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sample {
+    pub(crate) index: usize,
+    pub(crate) counts: Counts,
+}
+
+impl Sample {
+    /// Requests that count for the rates: successes and failures.
+    pub(crate) fn volume(&self) -> u64 {
+        self.counts.successes.saturating_add(self.counts.failures)
+    }
+}
+
+/// One endpoint's outlier-detection state. All atomics; `Default` is a
+/// fresh, un-ejected host. Owned by the endpoint (one per endpoint, shared by
+/// every clone of the balancer), written on every response, read on every
+/// pick through [`is_ejected`](Self::is_ejected).
+///
+/// Which outcomes count: `Success` and `Failure(Slow)` are successes (and
+/// latency samples); `Error`, `Timeout`, `Connect` and `Gateway` failures are
+/// failures, the last three also gateway failures; `Overloaded` and `Ignore`
+/// count for nothing and leave streaks as they are.
+#[derive(Debug, Default)]
+pub struct HostStats {
+    /// Successes are exactly the latency samples, so one counter serves both.
+    failures: AtomicU64,
+    latency_sum_ns: AtomicU64,
+    latency_samples: AtomicU64,
+    consecutive_failures: AtomicU32,
+    consecutive_gateway_failures: AtomicU32,
+    /// End of the current ejection in ns since the epoch; 0 when not ejected
+    /// (or ejected and not yet swept by an evaluation).
+    ejected_until_ns: AtomicU64,
+    /// Times ejected, decayed by one per interval spent un-ejected.
+    multiplier: AtomicU32,
+    /// Intervals in a row this host was a latency outlier.
+    latency_strikes: AtomicU32,
+    ejections: [AtomicU64; 5],
+}
+
+impl AsRef<HostStats> for HostStats {
+    fn as_ref(&self) -> &HostStats {
+        self
+    }
+}
+
+impl HostStats {
+    /// True while the host is ejected at `now_ns` (ns since the balancer's
+    /// epoch). One atomic load: the picker calls it for every candidate.
+    /// An ejection ends exactly at its deadline, without waiting for the
+    /// next evaluation.
+    #[inline]
+    pub fn is_ejected(&self, now_ns: u64) -> bool {
+        self.ejected_until_ns.load(Relaxed) > now_ns
+    }
+
+    /// End of the current (or last, until swept) ejection in ns since the
+    /// epoch, or `None` if there is none.
+    pub fn ejected_until_ns(&self) -> Option<u64> {
+        match self.ejected_until_ns.load(Relaxed) {
+            0 => None,
+            t => Some(t),
+        }
+    }
+
+    /// The ejection-time multiplier: grows by one per ejection (up to
+    /// `ceil(max / base)`), shrinks by one per interval spent un-ejected.
+    pub fn multiplier(&self) -> u32 {
+        self.multiplier.load(Relaxed)
+    }
+
+    /// Failures in a row, as the consecutive-failures rule sees them.
+    pub fn consecutive_failures(&self) -> u32 {
+        self.consecutive_failures.load(Relaxed)
+    }
+
+    /// Gateway failures in a row.
+    pub fn consecutive_gateway_failures(&self) -> u32 {
+        self.consecutive_gateway_failures.load(Relaxed)
+    }
+
+    /// Successes and failures counted in the current interval.
+    pub fn interval_counts(&self) -> (u64, u64) {
+        (
+            self.latency_samples.load(Relaxed),
+            self.failures.load(Relaxed),
+        )
+    }
+
+    /// Times this host was ejected for `reason` (monotonic; for metrics).
+    pub fn ejections(&self, reason: EjectionReason) -> u64 {
+        self.ejections[reason.index()].load(Relaxed)
+    }
+
+    /// Records one completed call and returns the consecutive rule it trips,
+    /// if any (the gateway rule first: it is the more specific reason).
+    ///
+    /// Records only: ejecting is [`Detector::eject`](super::Detector::eject)'s
+    /// job, which needs the pool. A tripped rule stays tripped (the streak is
+    /// reset only by a success or an ejection), so an ejection refused by the
+    /// pool limit is tried again on the next failure. Failures of calls
+    /// that finish while the host is ejected (it was picked before) count
+    /// for the interval rules but not for the streaks, so a host is not
+    /// re-ejected by its first failure after it returns. Cost: two to four
+    /// relaxed atomic read-modify-writes.
+    pub fn record(
+        &self,
+        cfg: &OutlierDetection,
+        outcome: Outcome,
+        latency: Duration,
+        now_ns: u64,
+    ) -> Option<EjectionReason> {
+        match class(outcome) {
+            Class::Neutral => None,
+            Class::Success => {
+                self.latency_sum_ns.fetch_add(nanos(latency), Relaxed);
+                self.latency_samples.fetch_add(1, Relaxed);
+                reset(&self.consecutive_failures);
+                reset(&self.consecutive_gateway_failures);
+                None
+            }
+            Class::Failure { gateway } => {
+                self.failures.fetch_add(1, Relaxed);
+                if self.is_ejected(now_ns) {
+                    return None;
+                }
+                let streak = self
+                    .consecutive_failures
+                    .fetch_add(1, Relaxed)
+                    .saturating_add(1);
+                let gw_streak = if gateway {
+                    self.consecutive_gateway_failures
+                        .fetch_add(1, Relaxed)
+                        .saturating_add(1)
+                } else {
+                    reset(&self.consecutive_gateway_failures);
+                    0
+                };
+                if cfg
+                    .consecutive_gateway_failures
+                    .is_some_and(|r| gw_streak >= r.threshold)
+                {
+                    Some(EjectionReason::ConsecutiveGatewayFailures)
+                } else if cfg
+                    .consecutive_failures
+                    .is_some_and(|r| streak >= r.threshold)
+                {
+                    Some(EjectionReason::ConsecutiveFailures)
+                } else {
+                    None
+                }
+            }
+        }
+    }
+
+    /// Takes this interval's counts and starts the next interval at zero.
+    pub(crate) fn take_counts(&self) -> Counts {
+        let latency_samples = self.latency_samples.swap(0, Relaxed);
+        Counts {
+            successes: latency_samples,
+            failures: self.failures.swap(0, Relaxed),
+            latency_sum_ns: self.latency_sum_ns.swap(0, Relaxed),
+            latency_samples,
+        }
+    }
+
+    pub(crate) fn raw_ejected_until(&self) -> u64 {
+        self.ejected_until_ns.load(Relaxed)
+    }
+
+    /// Marks the host ejected until `until_ns` (> 0) and bumps its
+    /// multiplier and counters. Called by the detector under its lock.
+    pub(crate) fn eject(&self, until_ns: u64, max_multiplier: u32, reason: EjectionReason) {
+        self.ejected_until_ns.store(until_ns.max(1), Relaxed);
+        let m = self.multiplier.load(Relaxed);
+        self.multiplier
+            .store(m.saturating_add(1).min(max_multiplier), Relaxed);
+        self.consecutive_failures.store(0, Relaxed);
+        self.consecutive_gateway_failures.store(0, Relaxed);
+        self.latency_strikes.store(0, Relaxed);
+        self.ejections[reason.index()].fetch_add(1, Relaxed);
+    }
+
+    /// The multiplier this host's next ejection will use (before the bump).
+    pub(crate) fn next_multiplier(&self, max_multiplier: u32) -> u32 {
+        self.multiplier
+            .load(Relaxed)
+            .saturating_add(1)
+            .min(max_multiplier)
+    }
+
+    /// A detection whose enforcement roll said no: the streaks start over,
+    /// as after an ejection (Envoy fires a consecutive rule once per streak).
+    pub(crate) fn record_not_enforced(&self) {
+        self.consecutive_failures.store(0, Relaxed);
+        self.consecutive_gateway_failures.store(0, Relaxed);
+    }
+
+    /// Ends an ejection whose time is up (called under the detector's lock).
+    pub(crate) fn clear_ejection(&self) {
+        self.ejected_until_ns.store(0, Relaxed);
+    }
+
+    /// Lowers the multiplier by `steps` (saturating at 0).
+    pub(crate) fn decay(&self, steps: u32) {
+        let m = self.multiplier.load(Relaxed);
+        if m > 0 {
+            self.multiplier.store(m.saturating_sub(steps), Relaxed);
+        }
+    }
+
+    /// Bumps or clears the latency-outlier streak; returns the new value.
+    pub(crate) fn latency_strike(&self, outlier: bool) -> u32 {
+        if outlier {
+            self.latency_strikes.fetch_add(1, Relaxed).saturating_add(1)
+        } else {
+            reset(&self.latency_strikes);
+            0
+        }
+    }
+}
+
+/// Stores 0 only when needed, to keep the success path free of writes to
+/// shared cache lines when there is no streak.
+#[inline]
+fn reset(a: &AtomicU32) {
+    if a.load(Relaxed) != 0 {
+        a.store(0, Relaxed);
+    }
+}
