@@ -293,7 +293,6 @@ fn failover_with_retry_keeps_errors_under_a_tenth_of_a_percent() {
 }
 
 #[test]
-#[ignore = "needs pick::{KeyHash, RingHash} (not merged yet)"]
 fn seed_steady_hash_pickers_match_published() {
     // Published: IP hash 282 RPS / 254 ms, consistent hash 280 / 257, ~25% each.
     let r = sim("seed-steady", 60, &["key_hash", "ring_hash"], None);

@@ -114,13 +114,11 @@ async fn run_picker(
         N::LeastResponseTime => run(ctx, name, |_| pick::LeastResponseTime::new()).await,
         N::PeakEwma => run(ctx, name, |_| pick::PeakEwma::default()).await,
         N::P2cPeakEwma => run(ctx, name, |_| pick::PeakEwma::classic()).await,
-        // TODO(hash): once `pick::{KeyHash, RingHash, Maglev}` are merged:
-        //   N::KeyHash => run(ctx, name, |_| pick::KeyHash::new(pick::ForwardedFor)).await,
-        //   N::RingHash => run(ctx, name, |_| pick::RingHash::new(pick::ForwardedFor)).await,
-        //   N::Maglev => run(ctx, name, |_| pick::Maglev::new(pick::ForwardedFor)).await,
-        N::KeyHash | N::RingHash | N::Maglev => {
-            return Ok(Err("the hash pickers are not in tower-lb yet"));
-        }
+        // Hash pickers read the client IP the users put in X-Forwarded-For
+        // (150 virtual nodes on the ring by default, as in the study).
+        N::KeyHash => run(ctx, name, |_| pick::KeyHash::new(pick::ForwardedFor)).await,
+        N::RingHash => run(ctx, name, |_| pick::RingHash::new(pick::ForwardedFor)).await,
+        N::Maglev => run(ctx, name, |_| pick::Maglev::new(pick::ForwardedFor)).await,
         N::Oracle if !ctx.sim => return Ok(Err("the oracle needs --sim")),
         N::Oracle => run(ctx, name, Oracle::new).await,
     };
