@@ -160,6 +160,12 @@ where
 {
     let sc = ctx.sc;
     let n = sc.backends.len();
+    if ctx.sim {
+        // The retry layer's backoff jitter draws from fastrand's thread-local
+        // generator (it has no seed option); the sim runs on one thread, so
+        // seeding it here makes retries repeat exactly too.
+        fastrand::seed(sub_seed(ctx.seed, 3000));
+    }
     let start = Instant::now();
     let end = start + ctx.duration;
     let backends: Vec<Arc<Backend>> = sc
