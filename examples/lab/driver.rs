@@ -1,0 +1,390 @@
+//! Runs a scenario: per picker, fresh backends, `clients` balancers sharing
+//! them, and closed-loop virtual users. The same code drives `--sim`
+//! (tokio's paused clock, in-process backends) and http mode (hyper servers
+//! on loopback, a hyper-util client).
+
+use std::io::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Empty;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use tokio::time::Instant;
+use tower::{Layer, Service, ServiceExt};
+use tower_lb::Balance;
+use tower_lb::classify::HttpClassify;
+use tower_lb::pick::{self, Pick};
+use tower_lb::retry::RetryLayer;
+
+use super::backend::{Backend, Rng, sub_seed};
+use super::endpoint::{Endpoint, LabRequest, LabResponse, Target};
+use super::error::LabError;
+use super::oracle::Oracle;
+use super::record::Recorder;
+use super::report::{PickerReport, Report};
+use super::scenario::{ClientIps, PickerName, RetrySpec, Scenario, Stage};
+use super::server;
+
+/// Seed used when neither `--seed` nor the scenario gives one.
+pub const DEFAULT_SEED: u64 = 1;
+
+/// How to run a scenario (the command-line flags).
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Simulated time, in-process backends.
+    pub sim: bool,
+    /// Overrides the scenario's per-picker duration.
+    pub duration: Option<Duration>,
+    /// Overrides the scenario's picker list.
+    pub pickers: Option<Vec<PickerName>>,
+    /// Overrides the scenario's seed.
+    pub seed: Option<u64>,
+    /// No progress line.
+    pub quiet: bool,
+}
+
+/// Runs every picker of the scenario and returns the report.
+pub fn run_scenario(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
+    let rt = if opts.sim {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+    }
+    .map_err(|e| LabError::runtime(format!("cannot start the runtime: {e}")))?;
+    rt.block_on(run_all(sc, opts))
+}
+
+struct Ctx<'a> {
+    sc: &'a Scenario,
+    sim: bool,
+    duration: Duration,
+    seed: u64,
+    quiet: bool,
+    /// Position in the picker list, for the progress line.
+    nth: (usize, usize),
+}
+
+async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
+    let seed = opts.seed.or(sc.seed).unwrap_or(DEFAULT_SEED);
+    let duration = opts.duration.unwrap_or(sc.duration.0);
+    if duration.is_zero() {
+        return Err(LabError::input("--duration: must be > 0"));
+    }
+    let pickers = opts.pickers.clone().unwrap_or_else(|| sc.pickers.clone());
+    let mut report = Report::new(sc, opts.sim, seed, duration.as_secs_f64());
+    for (k, &name) in pickers.iter().enumerate() {
+        let ctx = Ctx {
+            sc,
+            sim: opts.sim,
+            duration,
+            seed,
+            quiet: opts.quiet,
+            nth: (k + 1, pickers.len()),
+        };
+        match run_picker(&ctx, name).await? {
+            Ok(r) => report.runs.push(r),
+            Err(why) => report.notes.push(format!("{name}: skipped: {why}")),
+        }
+    }
+    if !opts.quiet {
+        eprint!("\r{:<100}\r", "");
+    }
+    Ok(report)
+}
+
+/// Maps a picker name to its type. Adding a picker is one arm here.
+async fn run_picker(
+    ctx: &Ctx<'_>,
+    name: PickerName,
+) -> Result<Result<PickerReport, &'static str>, LabError> {
+    use PickerName as N;
+    let r = match name {
+        N::RoundRobin => run(ctx, name, |_| pick::RoundRobin::new()).await,
+        N::WeightedRoundRobin => run(ctx, name, |_| pick::WeightedRoundRobin::new()).await,
+        N::Random => run(ctx, name, |_| pick::Random::new()).await,
+        N::LeastInFlight => run(ctx, name, |_| pick::LeastInFlight::new()).await,
+        N::P2cLeastInFlight => run(ctx, name, |_| pick::P2cLeastInFlight::new()).await,
+        N::LeastResponseTime => run(ctx, name, |_| pick::LeastResponseTime::new()).await,
+        N::PeakEwma => run(ctx, name, |_| pick::PeakEwma::default()).await,
+        N::P2cPeakEwma => run(ctx, name, |_| pick::PeakEwma::classic()).await,
+        // Hash pickers read the client IP the users put in X-Forwarded-For
+        // (150 virtual nodes on the ring by default, as in the study).
+        N::KeyHash => run(ctx, name, |_| pick::KeyHash::new(pick::ForwardedFor)).await,
+        N::RingHash => run(ctx, name, |_| pick::RingHash::new(pick::ForwardedFor)).await,
+        N::Maglev => run(ctx, name, |_| pick::Maglev::new(pick::ForwardedFor)).await,
+        N::Oracle if !ctx.sim => return Ok(Err("the oracle needs --sim")),
+        N::Oracle => run(ctx, name, Oracle::new).await,
+    };
+    r.map(Ok)
+}
+
+/// The shared plan of the virtual users.
+struct Plan {
+    start: Instant,
+    end: Instant,
+    vus: u32,
+    stages: Vec<Stage>,
+    think: Duration,
+    ips: ClientIps,
+    seed: u64,
+}
+
+impl Plan {
+    fn active(&self, t: Duration) -> u32 {
+        self.stages
+            .iter()
+            .take_while(|s| s.at.0 <= t)
+            .last()
+            .map_or(self.vus, |s| s.vus)
+    }
+
+    fn next_change(&self, t: Duration) -> Instant {
+        self.stages
+            .iter()
+            .find(|s| s.at.0 > t)
+            .map_or(self.end, |s| (self.start + s.at.0).min(self.end))
+    }
+}
+
+async fn run<P, F>(ctx: &Ctx<'_>, name: PickerName, make: F) -> Result<PickerReport, LabError>
+where
+    P: Pick<LabRequest>,
+    F: Fn(&[Arc<Backend>]) -> P,
+{
+    let sc = ctx.sc;
+    let n = sc.backends.len();
+    if ctx.sim {
+        // The retry layer's backoff jitter draws from fastrand's thread-local
+        // generator (it has no seed option); the sim runs on one thread, so
+        // seeding it here makes retries repeat exactly too.
+        fastrand::seed(sub_seed(ctx.seed, 3000));
+    }
+    let start = Instant::now();
+    let end = start + ctx.duration;
+    let backends: Vec<Arc<Backend>> = sc
+        .backends
+        .iter()
+        .enumerate()
+        .map(|(i, b)| Arc::new(Backend::new(b, sub_seed(ctx.seed, 1000 + i as u64), start)))
+        .collect();
+    let rec = Arc::new(Recorder::new(start, ctx.duration, n));
+    let mut _servers = None;
+    let targets: Vec<Target> = if ctx.sim {
+        backends.iter().map(|b| Target::Sim(b.clone())).collect()
+    } else {
+        let servers = server::start(&backends).await?;
+        let client: super::endpoint::HttpClient = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build_http::<Empty<Bytes>>();
+        let t = servers
+            .addrs
+            .iter()
+            .map(|a| {
+                a.to_string()
+                    .parse()
+                    .map(|authority| Target::Http {
+                        client: client.clone(),
+                        authority,
+                    })
+                    .map_err(|e| LabError::runtime(format!("bad address {a}: {e}")))
+            })
+            .collect::<Result<_, _>>()?;
+        _servers = Some(servers);
+        t
+    };
+    let weighted = sc.weighted(name);
+    let mut lbs = Vec::with_capacity(sc.load.clients as usize);
+    for c in 0..sc.load.clients {
+        let mut b = Balance::builder()
+            .picker(make(&backends))
+            .classify(HttpClassify::new())
+            .seed(sub_seed(ctx.seed, 2000 + u64::from(c)));
+        for (i, (t, spec)) in targets.iter().zip(&sc.backends).enumerate() {
+            let ep = Endpoint {
+                idx: i,
+                target: t.clone(),
+                overhead: sc.load.overhead.0,
+                rec: rec.clone(),
+            };
+            b = b.weighted_endpoint(i, ep, if weighted { spec.weight } else { 1.0 });
+        }
+        lbs.push(
+            b.build()
+                .map_err(|e| LabError::input(format!("scenario {}: {e}", sc.name)))?,
+        );
+    }
+    let plan = Arc::new(Plan {
+        start,
+        end,
+        vus: sc.load.vus,
+        stages: sc.load.stages.clone(),
+        think: sc.load.think.0,
+        ips: sc.load.client_ips,
+        seed: ctx.seed,
+    });
+    // One retry layer (and budget) per client balancer, as each caller
+    // replica would have its own.
+    let retries = match &sc.resilience.retry {
+        Some(spec) => Some(
+            (0..lbs.len())
+                .map(|_| retry_layer(spec))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| LabError::input(format!("[resilience.retry]: {e}")))?,
+        ),
+        None => None,
+    };
+    let users: Vec<_> = (0..sc.max_vus() as usize)
+        .map(|u| {
+            let c = u % lbs.len();
+            let lb = lbs[c].clone();
+            match &retries {
+                Some(layers) => {
+                    tokio::spawn(user(u, layers[c].layer(lb), plan.clone(), rec.clone()))
+                }
+                None => tokio::spawn(user(u, lb, plan.clone(), rec.clone())),
+            }
+        })
+        .collect();
+    let progress = (!ctx.quiet).then(|| {
+        tokio::spawn(progress(
+            name,
+            ctx.nth,
+            start,
+            ctx.duration,
+            rec.clone(),
+            ctx.sim,
+        ))
+    });
+    tokio::time::sleep_until(end).await;
+    let mut in_flight = vec![0; n];
+    for lb in &lbs {
+        for (i, st) in lb.handle().endpoints() {
+            if let Some(x) = in_flight.get_mut(i) {
+                *x += st.in_flight();
+            }
+        }
+    }
+    for u in &users {
+        u.abort();
+    }
+    for u in users {
+        let _ = u.await;
+    }
+    if let Some(p) = progress {
+        p.abort();
+        let _ = p.await;
+    }
+    let mut report = rec.finish(name.as_str(), weighted, in_flight, !ctx.sim);
+    report.retries = retries.map(|ls| ls.iter().map(|l| l.stats().retries()).sum());
+    Ok(report)
+}
+
+fn retry_layer(
+    spec: &RetrySpec,
+) -> Result<RetryLayer<tower_lb::retry::Replayable, HttpClassify>, tower_lb::ConfigError> {
+    let mut b = RetryLayer::builder()
+        .classify(HttpClassify::new())
+        .max_attempts(spec.max_attempts);
+    if let Some(t) = spec.per_try_timeout {
+        b = b.per_try_timeout(t.0);
+    }
+    b.build()
+}
+
+/// One closed-loop virtual user: request, wait for the answer, think, again.
+async fn user<L>(u: usize, mut lb: L, plan: Arc<Plan>, rec: Arc<Recorder>)
+where
+    L: Service<LabRequest, Response = LabResponse>,
+{
+    let mut rng = Rng::new(sub_seed(plan.seed, 10_000 + u as u64));
+    let sticky_ip = random_ip(&mut rng);
+    // Users start spread over one think time: with fixed delays, users
+    // started in the same instant would stay in lockstep for the whole run.
+    let spread = plan.think.max(Duration::from_millis(10));
+    tokio::time::sleep(spread.mul_f64(rng.unit())).await;
+    loop {
+        let now = Instant::now();
+        if now >= plan.end {
+            return;
+        }
+        if u as u32 >= plan.active(now - plan.start) {
+            tokio::time::sleep_until(plan.next_change(now - plan.start)).await;
+            continue;
+        }
+        let ip = match plan.ips {
+            ClientIps::PerRequest => random_ip(&mut rng),
+            ClientIps::PerUser => sticky_ip.clone(),
+        };
+        let mut req = http::Request::new(Empty::<Bytes>::new());
+        *req.uri_mut() = http::Uri::from_static("/test");
+        if let Ok(v) = http::HeaderValue::from_str(&ip) {
+            req.headers_mut().insert("x-forwarded-for", v);
+        }
+        let sent = Instant::now();
+        let (ok, pick_ns) = match lb.ready().await {
+            Ok(svc) => {
+                let t = std::time::Instant::now();
+                let fut = svc.call(req);
+                let pick_ns = t.elapsed().as_nanos() as u64;
+                let ok = matches!(fut.await, Ok(r) if !r.status().is_server_error());
+                (ok, pick_ns)
+            }
+            Err(_) => (false, 0),
+        };
+        let done = Instant::now();
+        if done >= plan.end {
+            return;
+        }
+        rec.complete(done, done - sent, ok, pick_ns);
+        // A failure can be instant; never spin without time passing.
+        let think = if ok {
+            plan.think
+        } else {
+            plan.think.max(Duration::from_millis(1))
+        };
+        tokio::time::sleep(think).await;
+    }
+}
+
+fn random_ip(rng: &mut Rng) -> String {
+    let x = rng.next_u64();
+    format!(
+        "{}.{}.{}.{}",
+        10 + (x & 0x7f),
+        (x >> 8) & 0xff,
+        (x >> 16) & 0xff,
+        1 + ((x >> 24) % 254)
+    )
+}
+
+async fn progress(
+    name: PickerName,
+    (k, total): (usize, usize),
+    start: Instant,
+    duration: Duration,
+    rec: Arc<Recorder>,
+    sim: bool,
+) {
+    let secs = duration.as_secs_f64();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        let t = start.elapsed().as_secs_f64().min(secs);
+        let (reqs, mean) = rec.progress();
+        eprint!(
+            "\r[{k}/{total}] {:<22} {:>5.0}/{:.0} s{}  {reqs:>8} requests  mean {mean:>6.1} ms   ",
+            name.as_str(),
+            t,
+            secs,
+            if sim { " (simulated)" } else { "" },
+        );
+        let _ = std::io::stderr().flush();
+    }
+}

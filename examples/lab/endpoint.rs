@@ -1,0 +1,125 @@
+//! The per-endpoint service the balancer drives: in `--sim` a direct call
+//! into the backend model, in http mode a hyper-util client request whose
+//! URI authority is rewritten to the endpoint's address.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::uri::{Authority, Scheme, Uri};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use tower::Service;
+
+use super::backend::{Answer, Backend};
+use super::record::Recorder;
+
+/// What a virtual user sends.
+pub type LabRequest = http::Request<Empty<Bytes>>;
+/// What it gets back (the body is read and dropped).
+pub type LabResponse = http::Response<()>;
+/// The hyper-util client used in http mode.
+pub type HttpClient = Client<HttpConnector, Empty<Bytes>>;
+
+/// A request that got no HTTP answer.
+#[derive(Debug, Clone)]
+pub struct EndpointError(pub String);
+
+impl std::fmt::Display for EndpointError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for EndpointError {}
+
+/// Where an endpoint's requests go.
+#[derive(Clone)]
+pub enum Target {
+    /// The backend model, called in process.
+    Sim(Arc<Backend>),
+    /// A backend's HTTP server.
+    Http {
+        /// Shared client (one connection pool for the run).
+        client: HttpClient,
+        /// `127.0.0.1:port`.
+        authority: Authority,
+    },
+}
+
+/// One endpoint of a balancer.
+#[derive(Clone)]
+pub struct Endpoint {
+    /// Backend index (the balancer's key).
+    pub idx: usize,
+    /// Where requests go.
+    pub target: Target,
+    /// Extra client-side latency per request (the scenario's `overhead`).
+    pub overhead: Duration,
+    /// Counts the picks per backend.
+    pub rec: Arc<Recorder>,
+}
+
+type BoxFuture = Pin<Box<dyn Future<Output = Result<LabResponse, EndpointError>> + Send>>;
+
+impl Service<LabRequest> for Endpoint {
+    type Response = LabResponse;
+    type Error = EndpointError;
+    type Future = BoxFuture;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), EndpointError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, mut req: LabRequest) -> BoxFuture {
+        self.rec.pick(self.idx);
+        let overhead = self.overhead;
+        match self.target.clone() {
+            Target::Sim(backend) => Box::pin(async move {
+                let answer = backend.serve().await;
+                if !overhead.is_zero() {
+                    tokio::time::sleep(overhead).await;
+                }
+                respond(answer)
+            }),
+            Target::Http { client, authority } => Box::pin(async move {
+                let mut parts = req.uri().clone().into_parts();
+                parts.scheme = Some(Scheme::HTTP);
+                parts.authority = Some(authority);
+                *req.uri_mut() =
+                    Uri::from_parts(parts).map_err(|e| EndpointError(e.to_string()))?;
+                let res = client
+                    .request(req)
+                    .await
+                    .map_err(|e| EndpointError(format!("request failed: {e}")))?;
+                let status = res.status();
+                res.into_body()
+                    .collect()
+                    .await
+                    .map_err(|e| EndpointError(format!("body failed: {e}")))?;
+                if !overhead.is_zero() {
+                    tokio::time::sleep(overhead).await;
+                }
+                let mut out = http::Response::new(());
+                *out.status_mut() = status;
+                Ok(out)
+            }),
+        }
+    }
+}
+
+fn respond(answer: Answer) -> Result<LabResponse, EndpointError> {
+    match answer {
+        Answer::Down => Err(EndpointError("connection closed".into())),
+        Answer::Status(s) => {
+            let mut out = http::Response::new(());
+            *out.status_mut() =
+                http::StatusCode::from_u16(s).map_err(|e| EndpointError(e.to_string()))?;
+            Ok(out)
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! The tower-lb lab: compares pickers on local backends.
+//!
+//! ```text
+//! cargo run --release --example lab                       # steady-capacity over real HTTP
+//! cargo run --release --example lab -- --sim --scenario seed-steady
+//! cargo run --release --example lab -- --sim --json out.json   # + out.svg
+//! ```
+//!
+//! See `examples/lab/README.md` for the table, the scenario format and the
+//! JSON schema.
+
+pub mod backend;
+pub mod driver;
+pub mod endpoint;
+pub mod error;
+pub mod oracle;
+pub mod record;
+pub mod report;
+pub mod scenario;
+pub mod server;
+pub mod svg;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use driver::Options;
+use error::LabError;
+use report::Report;
+use scenario::{PickerName, Scenario};
+
+/// The scenario run when `--scenario` is absent.
+pub const DEFAULT_SCENARIO: &str = "steady-capacity";
+
+const USAGE: &str = "\
+usage: cargo run --release --example lab -- [FLAGS]
+
+  --scenario NAME|FILE   a shipped scenario or a TOML file (default: steady-capacity)
+  --sim                  simulated time, in-process backends (fast, reproducible)
+  --duration DUR         per-picker run time, e.g. 20s (overrides the scenario)
+  --pickers a,b,...      pickers to compare (overrides the scenario)
+  --json FILE            write every number to FILE, and a chart next to it (.svg)
+  --seed N               seed of every random number (default: the scenario's, else 1)
+  --quiet                no progress line
+  --help                 this text";
+
+/// Parsed command line.
+#[derive(Debug, Clone)]
+pub struct Args {
+    /// `--scenario`.
+    pub scenario: String,
+    /// Run options.
+    pub opts: Options,
+    /// `--json`.
+    pub json: Option<PathBuf>,
+}
+
+/// Parses the flags; `Ok(None)` means `--help`.
+pub fn parse_args(args: &[String]) -> Result<Option<Args>, LabError> {
+    let mut a = Args {
+        scenario: DEFAULT_SCENARIO.to_string(),
+        opts: Options::default(),
+        json: None,
+    };
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let (flag, inline) = match flag.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (flag.as_str(), None),
+        };
+        let mut value = |name: &str| {
+            inline
+                .clone()
+                .or_else(|| it.next().cloned())
+                .ok_or_else(|| LabError::input(format!("{name}: needs a value")))
+        };
+        match flag {
+            "--help" | "-h" => return Ok(None),
+            "--sim" => a.opts.sim = true,
+            "--quiet" | "-q" => a.opts.quiet = true,
+            "--scenario" => a.scenario = value(flag)?,
+            "--json" => a.json = Some(PathBuf::from(value(flag)?)),
+            "--duration" => {
+                let v = value(flag)?;
+                let d = scenario::parse_duration(&v)
+                    .map_err(|e| LabError::input(format!("--duration: {e}")))?;
+                if d.is_zero() {
+                    return Err(LabError::input("--duration: must be > 0"));
+                }
+                a.opts.duration = Some(d);
+            }
+            "--seed" => {
+                let v = value(flag)?;
+                a.opts.seed = Some(v.parse().map_err(|_| {
+                    LabError::input(format!("--seed: \"{v}\" is not an integer in 0..2^64"))
+                })?);
+            }
+            "--pickers" => {
+                let v = value(flag)?;
+                let list = v
+                    .split(',')
+                    .filter(|s| !s.trim().is_empty())
+                    .map(|s| s.trim().parse::<PickerName>())
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| LabError::input(format!("--pickers: {e}")))?;
+                if list.is_empty() {
+                    return Err(LabError::input("--pickers: list at least one picker"));
+                }
+                a.opts.pickers = Some(list);
+            }
+            other => {
+                return Err(LabError::input(format!(
+                    "unknown flag \"{other}\"\n\n{USAGE}"
+                )));
+            }
+        }
+    }
+    Ok(Some(a))
+}
+
+/// Runs the lab with these arguments (without the program name): prints
+/// the table, writes the JSON and SVG if asked, returns the report.
+pub fn cli(args: &[String]) -> Result<Option<Report>, LabError> {
+    let Some(a) = parse_args(args)? else {
+        println!("{USAGE}\n\npickers: {}", scenario::known_pickers());
+        return Ok(None);
+    };
+    let sc = Scenario::load(&a.scenario)?;
+    let report = driver::run_scenario(&sc, &a.opts)?;
+    println!("{}", report.table());
+    if let Some(path) = &a.json {
+        write_outputs(&report, path, sc.has_events())?;
+        if !a.opts.quiet {
+            eprintln!(
+                "wrote {} and {}",
+                path.display(),
+                path.with_extension("svg").display()
+            );
+        }
+    }
+    Ok(Some(report))
+}
+
+/// Writes the JSON to `path` and the chart to `path` with extension `.svg`.
+pub fn write_outputs(report: &Report, path: &Path, timeline: bool) -> Result<(), LabError> {
+    let write = |p: &Path, text: String| {
+        std::fs::write(p, text)
+            .map_err(|e| LabError::runtime(format!("{}: cannot write: {e}", p.display())))
+    };
+    write(path, report.to_json())?;
+    write(&path.with_extension("svg"), svg::chart(report, timeline))
+}
+
+#[cfg_attr(test, allow(dead_code))]
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match cli(&args) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! Collects one picker's run: every latency, per-second buckets, picks per
+//! backend and the time spent in `Balance::call`.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::report::{Latency, PickerReport, Second};
+
+#[derive(Debug, Clone, Default)]
+struct Bucket {
+    requests: u64,
+    errors: u64,
+    latency_ns: u64,
+    ok: u64,
+    picks: Vec<u64>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Latencies of successful requests, in nanoseconds.
+    latencies: Vec<u64>,
+    buckets: Vec<Bucket>,
+    picks: Vec<u64>,
+    errors: u64,
+    pick_ns: u128,
+    calls: u64,
+}
+
+/// Shared by the users and endpoints of one run.
+#[derive(Debug)]
+pub struct Recorder {
+    start: Instant,
+    end: Instant,
+    state: Mutex<State>,
+}
+
+impl Recorder {
+    /// A recorder for a run from `start` lasting `duration`, over `n` backends.
+    pub fn new(start: Instant, duration: Duration, n: usize) -> Self {
+        let secs = duration.as_secs_f64().ceil() as usize;
+        let state = State {
+            buckets: vec![
+                Bucket {
+                    picks: vec![0; n],
+                    ..Bucket::default()
+                };
+                secs.max(1)
+            ],
+            picks: vec![0; n],
+            ..State::default()
+        };
+        Self {
+            start,
+            end: start + duration,
+            state: Mutex::new(state),
+        }
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        f(&mut self.state.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn bucket(&self, t: Instant) -> Option<usize> {
+        (t < self.end).then(|| t.saturating_duration_since(self.start).as_secs() as usize)
+    }
+
+    /// An attempt was dispatched to backend `idx` (counted at dispatch, so
+    /// retries and failures count too).
+    pub fn pick(&self, idx: usize) {
+        let Some(b) = self.bucket(Instant::now()) else {
+            return;
+        };
+        self.with(|s| {
+            if let Some(p) = s.picks.get_mut(idx) {
+                *p += 1;
+            }
+            if let Some(p) = s.buckets.get_mut(b).and_then(|b| b.picks.get_mut(idx)) {
+                *p += 1;
+            }
+        });
+    }
+
+    /// A request finished at `done` after `latency`; `pick_ns` is the
+    /// wall-clock time its `call` took.
+    pub fn complete(&self, done: Instant, latency: Duration, ok: bool, pick_ns: u64) {
+        let Some(b) = self.bucket(done) else {
+            return;
+        };
+        let ns = latency.as_nanos() as u64;
+        self.with(|s| {
+            s.pick_ns += u128::from(pick_ns);
+            s.calls += 1;
+            if ok {
+                s.latencies.push(ns);
+            } else {
+                s.errors += 1;
+            }
+            if let Some(b) = s.buckets.get_mut(b) {
+                b.requests += 1;
+                if ok {
+                    b.ok += 1;
+                    b.latency_ns += ns;
+                } else {
+                    b.errors += 1;
+                }
+            }
+        });
+    }
+
+    /// Requests completed so far and their mean latency in ms (for progress).
+    pub fn progress(&self) -> (u64, f64) {
+        self.with(|s| {
+            let n = s.latencies.len() as u64;
+            let sum: u64 = s.latencies.iter().rev().take(2000).sum();
+            let k = s.latencies.len().clamp(1, 2000);
+            (n + s.errors, sum as f64 / k as f64 / 1e6)
+        })
+    }
+
+    /// The run's numbers. `pick_ns` goes into the JSON only when `wall`
+    /// (http mode): in `--sim` it is wall-clock noise in an otherwise exact run.
+    pub fn finish(
+        &self,
+        picker: &str,
+        weighted: bool,
+        in_flight_end: Vec<usize>,
+        wall: bool,
+    ) -> PickerReport {
+        self.with(|s| {
+            let duration = self.end.saturating_duration_since(self.start).as_secs_f64();
+            s.latencies.sort_unstable();
+            let ok = s.latencies.len() as u64;
+            let requests = ok + s.errors;
+            let pct = |q: f64| {
+                if s.latencies.is_empty() {
+                    return 0.0;
+                }
+                let rank = ((q * ok as f64).ceil() as usize).clamp(1, s.latencies.len());
+                ms(s.latencies[rank - 1] as f64)
+            };
+            let sum: u128 = s.latencies.iter().map(|&x| u128::from(x)).sum();
+            let latency_ms = Latency {
+                mean: if ok == 0 {
+                    0.0
+                } else {
+                    ms(sum as f64 / ok as f64)
+                },
+                p50: pct(0.50),
+                p95: pct(0.95),
+                p99: pct(0.99),
+                max: s.latencies.last().map_or(0.0, |&x| ms(x as f64)),
+            };
+            let timeline = s
+                .buckets
+                .iter()
+                .enumerate()
+                .map(|(t, b)| Second {
+                    t: t as u64,
+                    requests: b.requests,
+                    errors: b.errors,
+                    mean_ms: (b.ok > 0).then(|| ms(b.latency_ns as f64 / b.ok as f64)),
+                    share: shares(&b.picks),
+                })
+                .collect();
+            let pick_ns = if s.calls == 0 {
+                0.0
+            } else {
+                s.pick_ns as f64 / s.calls as f64
+            };
+            PickerReport {
+                picker: picker.to_string(),
+                weighted,
+                requests,
+                errors: s.errors,
+                rps: round(requests as f64 / duration, 3),
+                error_rate: if requests == 0 {
+                    0.0
+                } else {
+                    round(s.errors as f64 / requests as f64, 6)
+                },
+                latency_ms,
+                share: shares(&s.picks),
+                picks: s.picks.clone(),
+                in_flight_end,
+                retries: None,
+                pick_ns: wall.then_some(round(pick_ns, 1)),
+                pick_ns_measured: pick_ns,
+                timeline,
+            }
+        })
+    }
+}
+
+fn ms(ns: f64) -> f64 {
+    round(ns / 1e6, 3)
+}
+
+/// Rounds to `digits` decimals (keeps the JSON short and readable).
+pub fn round(x: f64, digits: i32) -> f64 {
+    let f = 10f64.powi(digits);
+    (x * f).round() / f
+}
+
+fn shares(picks: &[u64]) -> Vec<f64> {
+    let total: u64 = picks.iter().sum();
+    picks
+        .iter()
+        .map(|&p| {
+            if total == 0 {
+                0.0
+            } else {
+                round(p as f64 / total as f64, 5)
+            }
+        })
+        .collect()
+}

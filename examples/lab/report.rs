@@ -1,0 +1,244 @@
+//! The results: the terminal table and the JSON document (schema in the
+//! README, `tower-lb-lab/1`).
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::scenario::Scenario;
+
+/// The JSON schema identifier; bump it when a field changes meaning.
+pub const SCHEMA: &str = "tower-lb-lab/1";
+
+/// One lab run: a scenario, every picker's numbers.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Always [`SCHEMA`].
+    pub schema: &'static str,
+    /// Scenario name.
+    pub scenario: String,
+    /// The scenario's one-line description.
+    pub description: String,
+    /// `"sim"` or `"http"`.
+    pub mode: &'static str,
+    /// Seed of every random number.
+    pub seed: u64,
+    /// Length of each picker's run, in seconds.
+    pub duration_s: f64,
+    /// Most virtual users active at once.
+    pub users: u32,
+    /// Independent balancers.
+    pub clients: u32,
+    /// The backends, in the order of every per-backend array.
+    pub backends: Vec<BackendInfo>,
+    /// Pickers skipped, settings not applied, and why.
+    pub notes: Vec<String>,
+    /// One entry per picker, in the scenario's order.
+    pub runs: Vec<PickerReport>,
+}
+
+/// A backend as configured.
+#[derive(Debug, Clone, Serialize)]
+pub struct BackendInfo {
+    /// Name.
+    pub name: String,
+    /// Service time at the start, in words.
+    pub delay: String,
+    /// Worker limit, `null` for unlimited.
+    pub workers: Option<u32>,
+    /// Weight (seen by the pickers in `weights_for`).
+    pub weight: f64,
+}
+
+/// One picker's numbers.
+#[derive(Debug, Clone, Serialize)]
+pub struct PickerReport {
+    /// Picker name.
+    pub picker: String,
+    /// Whether this picker saw the backends' weights.
+    pub weighted: bool,
+    /// Requests completed within the run (successes and errors).
+    pub requests: u64,
+    /// Requests that failed as the user saw them (no answer, 5xx, balancer error).
+    pub errors: u64,
+    /// `requests / duration_s`.
+    pub rps: f64,
+    /// `errors / requests`.
+    pub error_rate: f64,
+    /// Latency of successful requests, in ms.
+    pub latency_ms: Latency,
+    /// Fraction of attempts dispatched to each backend.
+    pub share: Vec<f64>,
+    /// Attempts dispatched to each backend.
+    pub picks: Vec<u64>,
+    /// Requests in flight on each backend when the run ended (summed over
+    /// the clients' balancers).
+    pub in_flight_end: Vec<usize>,
+    /// Retries sent by the retry layer (`null` without one).
+    pub retries: Option<u64>,
+    /// Mean wall-clock time of `call` on the client stack (pick included),
+    /// in ns; `null` in `--sim` so that the JSON is exactly reproducible.
+    pub pick_ns: Option<f64>,
+    /// The same, always measured (shown in the table).
+    #[serde(skip)]
+    pub pick_ns_measured: f64,
+    /// One entry per second of the run.
+    pub timeline: Vec<Second>,
+}
+
+/// Latency summary in ms.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Latency {
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Maximum.
+    pub max: f64,
+}
+
+/// One second of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Second {
+    /// Seconds since the run started (this bucket covers `[t, t+1)`).
+    pub t: u64,
+    /// Requests completed in this second.
+    pub requests: u64,
+    /// Of which failed.
+    pub errors: u64,
+    /// Mean latency of the successful ones, ms (`null` if none).
+    pub mean_ms: Option<f64>,
+    /// Fraction of the attempts dispatched in this second, per backend.
+    pub share: Vec<f64>,
+}
+
+impl Report {
+    /// An empty report for `sc`.
+    pub fn new(sc: &Scenario, sim: bool, seed: u64, duration_s: f64) -> Self {
+        Self {
+            schema: SCHEMA,
+            scenario: sc.name.clone(),
+            description: sc.description.clone(),
+            mode: if sim { "sim" } else { "http" },
+            seed,
+            duration_s,
+            users: sc.max_vus(),
+            clients: sc.load.clients,
+            backends: sc
+                .backends
+                .iter()
+                .map(|b| BackendInfo {
+                    name: b.name.clone(),
+                    delay: b.delay.to_string(),
+                    workers: b.workers,
+                    weight: b.weight,
+                })
+                .collect(),
+            notes: Vec::new(),
+            runs: Vec::new(),
+        }
+    }
+
+    /// The run of `picker`, if it ran.
+    pub fn run(&self, picker: &str) -> Option<&PickerReport> {
+        self.runs.iter().find(|r| r.picker == picker)
+    }
+
+    /// The JSON document.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+
+    /// The terminal table.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "\n{} ({}, {} users, {} client balancer{}, {:.0} s per picker, seed {})",
+            self.scenario,
+            self.mode,
+            self.users,
+            self.clients,
+            if self.clients == 1 { "" } else { "s" },
+            self.duration_s,
+            self.seed
+        );
+        if !self.description.is_empty() {
+            let _ = writeln!(out, "{}", self.description);
+        }
+        let names: Vec<&str> = self.backends.iter().map(|b| b.name.as_str()).collect();
+        let _ = writeln!(out, "backends: {}", names.join(", "));
+        let share_w = (self.backends.len() * 5).max(9);
+        let fl_w = (self.backends.len() * 4).max(9);
+        let _ = writeln!(
+            out,
+            "{:<22} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>6}  {:<share_w$}  {:<fl_w$}  {:>8}",
+            "picker",
+            "RPS",
+            "mean",
+            "p50",
+            "p95",
+            "p99",
+            "max",
+            "err%",
+            "share %",
+            "in-flight",
+            "pick"
+        );
+        let _ = writeln!(
+            out,
+            "{:<22} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>6}  {:<share_w$}  {:<fl_w$}  {:>8}",
+            "", "", "ms", "ms", "ms", "ms", "ms", "", "per backend", "at end", ""
+        );
+        for r in &self.runs {
+            let share: Vec<String> = r
+                .share
+                .iter()
+                .map(|s| format!("{:.1}", s * 100.0))
+                .collect();
+            let fl: Vec<String> = r.in_flight_end.iter().map(|n| n.to_string()).collect();
+            let name = if r.weighted && self.backends.iter().any(|b| b.weight != 1.0) {
+                format!("{} (w)", r.picker)
+            } else {
+                r.picker.clone()
+            };
+            let l = &r.latency_ms;
+            let _ = writeln!(
+                out,
+                "{:<22} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>6.2}  {:<share_w$}  {:<fl_w$}  {:>8}",
+                name,
+                r.rps,
+                l.mean,
+                l.p50,
+                l.p95,
+                l.p99,
+                l.max,
+                r.error_rate * 100.0,
+                share.join("/"),
+                fl.join("/"),
+                fmt_ns(r.pick_ns_measured)
+            );
+        }
+        for r in &self.runs {
+            if let Some(n) = r.retries {
+                let _ = writeln!(out, "{}: {n} retries", r.picker);
+            }
+        }
+        for n in &self.notes {
+            let _ = writeln!(out, "note: {n}");
+        }
+        out
+    }
+}
+
+fn fmt_ns(ns: f64) -> String {
+    if ns >= 1000.0 {
+        format!("{:.1} µs", ns / 1000.0)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}

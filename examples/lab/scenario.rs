@@ -1,0 +1,509 @@
+//! Scenario files: what a lab run sets up (backends, load, pickers, resilience).
+//!
+//! Parsed from TOML with `deny_unknown_fields` everywhere, then validated, so
+//! a typo or an out-of-range value is reported with the file, the line and
+//! the field instead of being silently ignored.
+
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+
+use super::error::LabError;
+
+/// The scenarios shipped with the lab, by name (the files are compiled in, so
+/// `--scenario NAME` works from any directory).
+pub const SHIPPED: &[(&str, &str)] = &[
+    ("seed-steady", include_str!("scenarios/seed-steady.toml")),
+    (
+        "steady-capacity",
+        include_str!("scenarios/steady-capacity.toml"),
+    ),
+    ("many-clients", include_str!("scenarios/many-clients.toml")),
+    ("burst", include_str!("scenarios/burst.toml")),
+    ("failover", include_str!("scenarios/failover.toml")),
+    ("fast-failure", include_str!("scenarios/fast-failure.toml")),
+    ("lognormal", include_str!("scenarios/lognormal.toml")),
+];
+
+/// A whole scenario file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Short name, used in the table and the JSON.
+    pub name: String,
+    /// One line saying what the scenario shows.
+    #[serde(default)]
+    pub description: String,
+    /// How long each picker runs.
+    pub duration: Dur,
+    /// Pickers to compare, in table order.
+    pub pickers: Vec<PickerName>,
+    /// Pickers that see the backends' weights; the others see weight 1
+    /// everywhere. Absent: every picker sees the weights.
+    #[serde(default)]
+    pub weights_for: Option<Vec<PickerName>>,
+    /// Seed for every random number of a sim run (`--seed` overrides).
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// The virtual users.
+    pub load: Load,
+    /// The backends (`[[backend]]` tables), at least one.
+    #[serde(rename = "backend")]
+    pub backends: Vec<BackendSpec>,
+    /// Layers put above the balancer.
+    #[serde(default)]
+    pub resilience: Resilience,
+}
+
+/// Closed-loop virtual users: each sends a request, waits for the answer,
+/// then thinks, and again.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Load {
+    /// Virtual users from the start (stages may change it).
+    pub vus: u32,
+    /// Pause between an answer and the user's next request.
+    pub think: Dur,
+    /// Independent balancers sharing the backends; user `u` uses balancer
+    /// `u % clients`.
+    #[serde(default = "one")]
+    pub clients: u32,
+    /// Changes of the number of active users over time.
+    #[serde(default)]
+    pub stages: Vec<Stage>,
+    /// Added to every request's latency on the client side: the proxy hop of
+    /// the published study (about 3 ms). Default 0.
+    #[serde(default)]
+    pub overhead: Dur,
+    /// Where the `X-Forwarded-For` client IP of each request comes from.
+    #[serde(default)]
+    pub client_ips: ClientIps,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn unit_weight() -> f64 {
+    1.0
+}
+
+/// From `at` on (since the picker's run started), `vus` users are active.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Stage {
+    /// When the stage starts.
+    pub at: Dur,
+    /// Active users during the stage.
+    pub vus: u32,
+}
+
+/// Client IPs put in `X-Forwarded-For` (read by the hash pickers).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientIps {
+    /// A fresh random IP per request, as the published study did.
+    #[default]
+    PerRequest,
+    /// One random IP per virtual user (sticky sessions).
+    PerUser,
+}
+
+/// One `[[backend]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendSpec {
+    /// Name shown in the table (`server-1`).
+    pub name: String,
+    /// Service time of one request.
+    pub delay: DelaySpec,
+    /// Requests served at once; the rest wait in FIFO order. Absent: unlimited.
+    #[serde(default)]
+    pub workers: Option<u32>,
+    /// Weight (for the pickers in `weights_for`). Default 1.
+    #[serde(default = "unit_weight")]
+    pub weight: f64,
+    /// Changes over time, applied in `at` order.
+    #[serde(default)]
+    pub events: Vec<EventSpec>,
+}
+
+/// A change of one backend at time `at`; each field present changes that
+/// aspect only.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventSpec {
+    /// When it happens, since the picker's run started.
+    pub at: Dur,
+    /// `true`: the backend stops answering (connections are closed);
+    /// `false`: it answers again.
+    #[serde(default)]
+    pub down: Option<bool>,
+    /// A new service time.
+    #[serde(default)]
+    pub delay: Option<DelaySpec>,
+    /// Fraction of requests answered with `status` (0 to 1).
+    #[serde(default)]
+    pub error_rate: Option<f64>,
+    /// Status code of the errors (default 503).
+    #[serde(default)]
+    pub status: Option<u16>,
+    /// Errors are answered after this time without taking a worker (a fast
+    /// failure). Absent: errors take the normal service time.
+    #[serde(default)]
+    pub error_delay: Option<Dur>,
+}
+
+/// `[resilience]`: layers above the balancer.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resilience {
+    /// `[resilience.retry]`: the retry layer.
+    #[serde(default)]
+    pub retry: Option<RetrySpec>,
+}
+
+/// `[resilience.retry]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetrySpec {
+    /// Attempts including the first (default 3).
+    #[serde(default = "three")]
+    pub max_attempts: u32,
+    /// Timeout of each attempt.
+    #[serde(default)]
+    pub per_try_timeout: Option<Dur>,
+}
+
+fn three() -> u32 {
+    3
+}
+
+/// A duration written as a string with a unit: `"250ms"`, `"1.5s"`, `"3m"`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Dur(pub Duration);
+
+impl FromStr for Dur {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        parse_duration(s).map(Dur)
+    }
+}
+
+/// Parses `"250ms"`, `"1.5s"`, `"3m"`, `"1h"`, `"500us"`, `"0"`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if t.starts_with('-') {
+        return Err(format!("negative duration \"{s}\": must be >= 0"));
+    }
+    if t == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let scale = match unit.trim() {
+        "ns" => 1e-9,
+        "us" | "µs" => 1e-6,
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "" => {
+            return Err(format!(
+                "duration \"{s}\" has no unit: write e.g. \"250ms\" or \"3s\""
+            ));
+        }
+        u => {
+            return Err(format!(
+                "unknown unit \"{u}\" in duration \"{s}\": use ns, us, ms, s, m or h"
+            ));
+        }
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("\"{s}\" is not a duration: write e.g. \"250ms\" or \"1.5s\""))?;
+    Duration::try_from_secs_f64(v * scale).map_err(|_| format!("duration \"{s}\" is out of range"))
+}
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(de::Error::custom)
+    }
+}
+
+/// A service time: fixed, or lognormal given its median and 99th percentile.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum DelaySpec {
+    /// Always this long.
+    Fixed(Duration),
+    /// Lognormal with this median and p99.
+    LogNormal {
+        /// Median.
+        median: Duration,
+        /// 99th percentile (>= median).
+        p99: Duration,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DelayTable {
+    dist: String,
+    median: Dur,
+    p99: Dur,
+}
+
+impl<'de> Deserialize<'de> for DelaySpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = DelaySpec;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(
+                    "a duration (\"50ms\") or { dist = \"lognormal\", median = \"50ms\", p99 = \"400ms\" }",
+                )
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<DelaySpec, E> {
+                parse_duration(s).map(DelaySpec::Fixed).map_err(E::custom)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<DelaySpec, A::Error> {
+                let t = DelayTable::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                if t.dist != "lognormal" {
+                    return Err(de::Error::custom(format!(
+                        "unknown dist \"{}\": the only distribution is \"lognormal\" (write a plain duration for a fixed delay)",
+                        t.dist
+                    )));
+                }
+                if t.median.0.is_zero() || t.p99 < t.median {
+                    return Err(de::Error::custom("lognormal delay needs 0 < median <= p99"));
+                }
+                Ok(DelaySpec::LogNormal {
+                    median: t.median.0,
+                    p99: t.p99.0,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl fmt::Display for DelaySpec {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            DelaySpec::Fixed(d) => write!(f, "{d:?}"),
+            DelaySpec::LogNormal { median, p99 } => {
+                write!(f, "lognormal(median {median:?}, p99 {p99:?})")
+            }
+        }
+    }
+}
+
+macro_rules! picker_names {
+    ($($variant:ident => $name:literal,)*) => {
+        /// A picker the lab knows by name.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum PickerName { $(#[doc = $name] $variant,)* }
+
+        impl PickerName {
+            /// Every name, in the order `--help` lists them.
+            pub const ALL: &[PickerName] = &[$(PickerName::$variant,)*];
+
+            /// The name as written in scenarios and on the command line.
+            pub fn as_str(self) -> &'static str {
+                match self { $(PickerName::$variant => $name,)* }
+            }
+        }
+    };
+}
+
+picker_names! {
+    RoundRobin => "round_robin",
+    WeightedRoundRobin => "weighted_round_robin",
+    Random => "random",
+    LeastInFlight => "least_in_flight",
+    P2cLeastInFlight => "p2c_least_in_flight",
+    LeastResponseTime => "least_response_time",
+    PeakEwma => "peak_ewma",
+    P2cPeakEwma => "p2c_peak_ewma",
+    KeyHash => "key_hash",
+    RingHash => "ring_hash",
+    Maglev => "maglev",
+    Oracle => "oracle",
+}
+
+impl fmt::Display for PickerName {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The list of known picker names, for error messages.
+pub fn known_pickers() -> String {
+    let names: Vec<&str> = PickerName::ALL.iter().map(|p| p.as_str()).collect();
+    names.join(", ")
+}
+
+impl FromStr for PickerName {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        PickerName::ALL
+            .iter()
+            .copied()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| format!("unknown picker \"{s}\" (known: {})", known_pickers()))
+    }
+}
+
+impl<'de> Deserialize<'de> for PickerName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(de::Error::custom)
+    }
+}
+
+impl Scenario {
+    /// Loads a shipped scenario by name, or a file by path.
+    pub fn load(name_or_path: &str) -> Result<Scenario, LabError> {
+        if let Some((name, text)) = SHIPPED.iter().find(|(n, _)| *n == name_or_path) {
+            return Scenario::parse(text, &format!("scenarios/{name}.toml"));
+        }
+        let path = Path::new(name_or_path);
+        let looks_like_path = name_or_path.contains('/')
+            || name_or_path.contains('\\')
+            || name_or_path.ends_with(".toml");
+        if !looks_like_path && !path.exists() {
+            let names: Vec<&str> = SHIPPED.iter().map(|(n, _)| *n).collect();
+            return Err(LabError::input(format!(
+                "--scenario: unknown scenario \"{name_or_path}\": give a file path or one of {}",
+                names.join(", ")
+            )));
+        }
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| LabError::input(format!("{name_or_path}: cannot read: {e}")))?;
+        Scenario::parse(&text, name_or_path)
+    }
+
+    /// Parses and validates scenario text; `file` names it in errors.
+    pub fn parse(text: &str, file: &str) -> Result<Scenario, LabError> {
+        let mut s: Scenario =
+            toml::from_str(text).map_err(|e| LabError::input(format!("{file}: {e}")))?;
+        s.validate()
+            .map_err(|(field, problem)| LabError::input(format!("{file}: `{field}`: {problem}")))?;
+        for b in &mut s.backends {
+            b.events.sort_by_key(|e| e.at);
+        }
+        s.load.stages.sort_by_key(|st| st.at);
+        Ok(s)
+    }
+
+    fn validate(&self) -> Result<(), (String, String)> {
+        let err = |f: &str, p: String| Err((f.to_string(), p));
+        if self.duration.0.is_zero() {
+            return err("duration", "must be > 0".into());
+        }
+        if self.pickers.is_empty() {
+            return err(
+                "pickers",
+                format!("list at least one of: {}", known_pickers()),
+            );
+        }
+        if self.backends.is_empty() {
+            return err("backend", "define at least one [[backend]]".into());
+        }
+        let max_vus = self.max_vus();
+        if max_vus == 0 {
+            return err("load.vus", "at least one virtual user is needed".into());
+        }
+        if self.load.clients == 0 || self.load.clients > max_vus {
+            return err(
+                "load.clients",
+                format!("must be between 1 and the number of users ({max_vus})"),
+            );
+        }
+        for (i, b) in self.backends.iter().enumerate() {
+            let f = |x: &str| format!("backend[{i}].{x}");
+            if self.backends[..i].iter().any(|o| o.name == b.name) {
+                return err(&f("name"), format!("duplicate backend name \"{}\"", b.name));
+            }
+            if !(b.weight.is_finite() && b.weight > 0.0) {
+                return err(
+                    &f("weight"),
+                    format!("{} is not a finite number > 0", b.weight),
+                );
+            }
+            if b.workers == Some(0) {
+                return err(&f("workers"), "must be >= 1 (omit it for unlimited)".into());
+            }
+            for (j, e) in b.events.iter().enumerate() {
+                let f = |x: &str| format!("backend[{i}].events[{j}].{x}");
+                if let Some(r) = e.error_rate
+                    && !(0.0..=1.0).contains(&r)
+                {
+                    return err(&f("error_rate"), format!("{r} is not in 0..=1"));
+                }
+                if let Some(s) = e.status
+                    && !(100..=599).contains(&s)
+                {
+                    return err(
+                        &f("status"),
+                        format!("{s} is not an HTTP status (100..=599)"),
+                    );
+                }
+                if e.down.is_none()
+                    && e.delay.is_none()
+                    && e.error_rate.is_none()
+                    && e.status.is_none()
+                    && e.error_delay.is_none()
+                {
+                    return err(
+                        &f("at"),
+                        "the event changes nothing: add down, delay, error_rate, status or error_delay"
+                            .into(),
+                    );
+                }
+            }
+        }
+        if let Some(r) = &self.resilience.retry {
+            let max = tower_lb::retry::MAX_ATTEMPTS;
+            if !(1..=max).contains(&r.max_attempts) {
+                return err(
+                    "resilience.retry.max_attempts",
+                    format!("{} is not in 1..={max}", r.max_attempts),
+                );
+            }
+            if r.per_try_timeout.is_some_and(|d| d.0.is_zero()) {
+                return err("resilience.retry.per_try_timeout", "must be > 0".into());
+            }
+        }
+        Ok(())
+    }
+
+    /// The most users active at any time.
+    pub fn max_vus(&self) -> u32 {
+        self.load
+            .stages
+            .iter()
+            .map(|s| s.vus)
+            .fold(self.load.vus, u32::max)
+    }
+
+    /// Whether `picker` sees the backends' weights.
+    pub fn weighted(&self, picker: PickerName) -> bool {
+        self.weights_for
+            .as_ref()
+            .is_none_or(|list| list.contains(&picker))
+    }
+
+    /// Whether anything changes during a run (events or stages): then the
+    /// chart draws latency over time.
+    pub fn has_events(&self) -> bool {
+        !self.load.stages.is_empty() || self.backends.iter().any(|b| !b.events.is_empty())
+    }
+}

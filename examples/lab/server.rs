@@ -1,0 +1,86 @@
+//! http mode: one hyper 1 server per backend on 127.0.0.1 (ephemeral port),
+//! answering from the backend model.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use super::backend::{Answer, Backend};
+use super::endpoint::EndpointError;
+use super::error::LabError;
+
+/// Running servers; dropping this stops accepting connections.
+pub struct Servers {
+    /// The servers' addresses, in backend order.
+    pub addrs: Vec<SocketAddr>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Servers {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Starts one server per backend.
+pub async fn start(backends: &[Arc<Backend>]) -> Result<Servers, LabError> {
+    let mut servers = Servers {
+        addrs: Vec::new(),
+        tasks: Vec::new(),
+    };
+    for b in backends {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| LabError::runtime(format!("cannot bind 127.0.0.1:0: {e}")))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| LabError::runtime(format!("no local address: {e}")))?;
+        servers.addrs.push(addr);
+        servers
+            .tasks
+            .push(tokio::spawn(accept(listener, b.clone())));
+    }
+    Ok(servers)
+}
+
+async fn accept(listener: TcpListener, backend: Arc<Backend>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            // Out of file descriptors or similar: back off, keep serving.
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let backend = backend.clone();
+        tokio::spawn(async move {
+            let svc = service_fn(move |_req| {
+                let backend = backend.clone();
+                async move {
+                    match backend.serve().await {
+                        // Down: an error makes hyper close the connection
+                        // without an answer, as a dead process would.
+                        Answer::Down => Err(EndpointError("down".into())),
+                        Answer::Status(s) => {
+                            let mut res = http::Response::new(Full::new(Bytes::from_static(b"ok")));
+                            *res.status_mut() = http::StatusCode::from_u16(s)
+                                .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+                            Ok::<_, EndpointError>(res)
+                        }
+                    }
+                }
+            });
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}

@@ -1,0 +1,174 @@
+//! A hand-written SVG chart of a report: latency bars (mean and p99) per
+//! picker, share bars per backend, and latency over time when the scenario
+//! changes during the run.
+
+use std::fmt::Write as _;
+
+use super::report::Report;
+
+const PALETTE: &[&str] = &[
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+    "#9c755f", "#bab0ac", "#2f4b7c", "#a05195",
+];
+
+const W: f64 = 900.0;
+const LABEL: f64 = 190.0;
+const ROW: f64 = 22.0;
+
+fn color(i: usize) -> &'static str {
+    PALETTE[i % PALETTE.len()]
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// The chart; `timeline` adds the latency-over-time panel.
+pub fn chart(r: &Report, timeline: bool) -> String {
+    let mut body = String::new();
+    let mut y = 30.0;
+    let _ = writeln!(
+        body,
+        r#"<text x="10" y="20" font-size="15" font-weight="bold">{} ({}, {} users, {:.0} s per picker)</text>"#,
+        esc(&r.scenario),
+        r.mode,
+        r.users,
+        r.duration_s
+    );
+    y = latency_bars(r, &mut body, y + 10.0);
+    y = share_bars(r, &mut body, y + 20.0);
+    if timeline {
+        y = over_time(r, &mut body, y + 20.0);
+    }
+    format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{h}" font-family="sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="white"/>
+{body}</svg>
+"#,
+        h = y + 20.0
+    )
+}
+
+fn latency_bars(r: &Report, out: &mut String, mut y: f64) -> f64 {
+    let max = r.runs.iter().map(|x| x.latency_ms.p99).fold(1.0, f64::max);
+    let width = W - LABEL - 80.0;
+    let _ = writeln!(
+        out,
+        r#"<text x="10" y="{y}" font-weight="bold">Latency (ms): bar = mean, line = p99</text>"#
+    );
+    y += 10.0;
+    for x in &r.runs {
+        let m = x.latency_ms.mean / max * width;
+        let p = x.latency_ms.p99 / max * width;
+        let _ = writeln!(
+            out,
+            r#"<text x="10" y="{ty}">{name}</text><rect x="{LABEL}" y="{y}" width="{m:.1}" height="14" fill="{c}"/><line x1="{LABEL}" x2="{px:.1}" y1="{ly}" y2="{ly}" stroke="black"/><line x1="{px:.1}" x2="{px:.1}" y1="{y}" y2="{y2}" stroke="black"/><text x="{tx:.1}" y="{ty}">{mean:.0} / {p99:.0}</text>"#,
+            ty = y + 11.0,
+            name = esc(&x.picker),
+            c = color(0),
+            px = LABEL + p,
+            ly = y + 7.0,
+            y2 = y + 14.0,
+            tx = LABEL + p.max(m) + 5.0,
+            mean = x.latency_ms.mean,
+            p99 = x.latency_ms.p99,
+        );
+        y += ROW;
+    }
+    y
+}
+
+fn share_bars(r: &Report, out: &mut String, mut y: f64) -> f64 {
+    let width = W - LABEL - 80.0;
+    let _ = writeln!(
+        out,
+        r#"<text x="10" y="{y}" font-weight="bold">Share of requests per backend</text>"#
+    );
+    let mut lx = LABEL + 180.0;
+    for (i, b) in r.backends.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            r#"<rect x="{lx}" y="{ry}" width="10" height="10" fill="{c}"/><text x="{tx}" y="{y}">{name}</text>"#,
+            ry = y - 9.0,
+            c = color(i),
+            tx = lx + 14.0,
+            name = esc(&b.name)
+        );
+        lx += 110.0;
+    }
+    y += 10.0;
+    for x in &r.runs {
+        let _ = writeln!(
+            out,
+            r#"<text x="10" y="{}">{}</text>"#,
+            y + 11.0,
+            esc(&x.picker)
+        );
+        let mut left = LABEL;
+        for (i, s) in x.share.iter().enumerate() {
+            let w = s * width;
+            let _ = writeln!(
+                out,
+                r#"<rect x="{left:.1}" y="{y}" width="{w:.1}" height="14" fill="{c}"><title>{name}: {pct:.1}%</title></rect>"#,
+                c = color(i),
+                name = esc(r.backends.get(i).map_or("?", |b| b.name.as_str())),
+                pct = s * 100.0
+            );
+            left += w;
+        }
+        y += ROW;
+    }
+    y
+}
+
+fn over_time(r: &Report, out: &mut String, y: f64) -> f64 {
+    let h = 220.0;
+    let top = y + 10.0;
+    let width = W - LABEL - 40.0;
+    let secs = r
+        .runs
+        .iter()
+        .map(|x| x.timeline.len())
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let max = r
+        .runs
+        .iter()
+        .flat_map(|x| x.timeline.iter().filter_map(|s| s.mean_ms))
+        .fold(1.0, f64::max);
+    let _ = writeln!(
+        out,
+        r#"<text x="10" y="{y}" font-weight="bold">Mean latency per second (ms, 0 to {max:.0}; x: 0 to {secs} s)</text>"#
+    );
+    let _ = writeln!(
+        out,
+        r##"<rect x="{LABEL}" y="{top}" width="{width}" height="{h}" fill="none" stroke="#ccc"/>"##
+    );
+    for (k, x) in r.runs.iter().enumerate() {
+        let pts: Vec<String> = x
+            .timeline
+            .iter()
+            .filter_map(|s| {
+                s.mean_ms.map(|m| {
+                    format!(
+                        "{:.1},{:.1}",
+                        LABEL + (s.t as f64 + 0.5) / secs as f64 * width,
+                        top + h - m / max * h
+                    )
+                })
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            r#"<polyline fill="none" stroke="{c}" stroke-width="1.5" points="{p}"/><text x="10" y="{ty}" fill="{c}">{name}</text>"#,
+            c = color(k),
+            p = pts.join(" "),
+            ty = top + 12.0 + k as f64 * 15.0,
+            name = esc(&x.picker)
+        );
+    }
+    top + h.max(r.runs.len() as f64 * 15.0)
+}
