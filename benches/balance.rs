@@ -18,10 +18,10 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use tower::Layer;
 use tower::Service;
 use tower::discover::ServiceList;
 use tower::load::{CompleteOnResponse, PeakEwma as TowerPeakEwma};
-use tower::Layer;
 use tower_lb::breaker::{CircuitBreakerConfig, CircuitBreakerLayer};
 use tower_lb::outlier::OutlierDetection;
 use tower_lb::retry::{self, RetryLayer};

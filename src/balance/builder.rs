@@ -12,8 +12,8 @@ use crate::breaker::CircuitBreakerConfig;
 use crate::classify::ErrIsFailure;
 use crate::endpoint::health::Health;
 use crate::endpoint::{
-    DEFAULT_DECAY, DEFAULT_FAILURE_PENALTY, DEFAULT_PANIC_THRESHOLD, DEFAULT_RTT, Model, PanicMode,
-    SlowStart,
+    DEFAULT_DECAY, DEFAULT_FAILURE_DECAY, DEFAULT_FAILURE_PENALTY, DEFAULT_PANIC_THRESHOLD,
+    DEFAULT_RTT, Model, PanicMode, Rates, SlowStart,
 };
 use crate::error::{ConfigError, check_nonzero, check_weight};
 use crate::outlier::OutlierDetection;
@@ -32,6 +32,7 @@ pub struct Builder<K, S, P = PeakEwma, C = ErrIsFailure> {
     decay: Duration,
     default_rtt: Duration,
     failure_penalty: Duration,
+    failure_decay: Duration,
     slow_start: Option<SlowStart>,
     seed: Option<u64>,
     breaker: Option<CircuitBreakerConfig>,
@@ -50,6 +51,7 @@ impl<K, S> Builder<K, S> {
             decay: DEFAULT_DECAY,
             default_rtt: DEFAULT_RTT,
             failure_penalty: DEFAULT_FAILURE_PENALTY,
+            failure_decay: DEFAULT_FAILURE_DECAY,
             slow_start: None,
             seed: None,
             breaker: None,
@@ -71,6 +73,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             decay: self.decay,
             default_rtt: self.default_rtt,
             failure_penalty: self.failure_penalty,
+            failure_decay: self.failure_decay,
             slow_start: self.slow_start,
             seed: self.seed,
             breaker: self.breaker,
@@ -91,6 +94,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             decay: self.decay,
             default_rtt: self.default_rtt,
             failure_penalty: self.failure_penalty,
+            failure_decay: self.failure_decay,
             slow_start: self.slow_start,
             seed: self.seed,
             breaker: self.breaker,
@@ -134,6 +138,14 @@ impl<K, S, P, C> Builder<K, S, P, C> {
     /// `Retry-After` hint from the classifier replaces it, capped at 30 s.
     pub fn failure_penalty(mut self, penalty: Duration) -> Self {
         self.failure_penalty = penalty;
+        self
+    }
+
+    /// Time constant of each endpoint's failure ratio (> 0; default 2 s),
+    /// which [`PeakEwma`] divides into its cost: how fast recent failures
+    /// are forgiven.
+    pub fn failure_decay(mut self, tau: Duration) -> Self {
+        self.failure_decay = tau;
         self
     }
 
@@ -209,9 +221,13 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         }
         drop(seen);
         let now = Instant::now();
+        let failure_decay = check_nonzero("failure_decay", self.failure_decay)?;
         let model = Arc::new(Model {
             epoch: now,
-            tau_ns: tau.as_nanos() as f64,
+            rates: Rates {
+                latency: 1.0 / tau.as_nanos() as f64,
+                failure: 1.0 / failure_decay.as_nanos() as f64,
+            },
             default_rtt_ns: self.default_rtt.as_nanos() as f64,
             penalty_ns: self.failure_penalty.as_nanos() as f64,
             slow_start: self.slow_start,

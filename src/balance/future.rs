@@ -3,7 +3,6 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use pin_project_lite::pin_project;
-use tokio::time::Instant;
 
 use crate::classify::Classify;
 use crate::endpoint::InFlight;
@@ -29,7 +28,6 @@ pin_project! {
             #[pin]
             fut: F,
             guard: Option<InFlight>,
-            start: Instant,
             classify: C,
         },
         Failed {
@@ -39,12 +37,11 @@ pin_project! {
 }
 
 impl<F, E, C> ResponseFuture<F, E, C> {
-    pub(crate) fn running(fut: F, guard: InFlight, start: Instant, classify: C) -> Self {
+    pub(crate) fn running(fut: F, guard: InFlight, classify: C) -> Self {
         Self {
             state: State::Running {
                 fut,
                 guard: Some(guard),
-                start,
                 classify,
             },
         }
@@ -69,15 +66,11 @@ where
             StateProj::Running {
                 fut,
                 guard,
-                start,
                 classify,
             } => {
                 let res = ready!(fut.poll(cx));
                 if let Some(guard) = guard.take() {
-                    let now = Instant::now();
-                    let latency = now.saturating_duration_since(*start);
-                    let outcome = classify.classify(res.as_ref(), latency);
-                    guard.complete(outcome, latency, now);
+                    guard.finish(|latency| classify.classify(res.as_ref(), latency));
                 }
                 Poll::Ready(res.map_err(Error::Inner))
             }

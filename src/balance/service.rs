@@ -43,7 +43,7 @@ where
         let now = Instant::now();
         match shared.dispatch(&snap, &req, now) {
             Ok((service, guard)) => {
-                ResponseFuture::running(service.oneshot(req), guard, now, shared.classify.clone())
+                ResponseFuture::running(service.oneshot(req), guard, shared.classify.clone())
             }
             Err(e) => ResponseFuture::failed(e),
         }
@@ -107,7 +107,7 @@ impl<K, S: Clone, P: Picker, C> Shared<K, S, P, C> {
             };
             if let Some(guard) = state.try_dispatch(self.cap, now) {
                 scope::report_pick(state.id());
-                return Ok((snap.entries[i].service.clone(), guard));
+                return Ok((snap.entries[i].service.clone(), guard.started_at(now_ns)));
             }
         }
         let all_capped = self

@@ -15,6 +15,13 @@
 //! reader always sees a consistent pair. The time of the last sample is a
 //! second atomic; two samples racing on one endpoint see Δt ≈ 0 for the later
 //! one, which then only counts if it is a peak (the same as tower under a race).
+//!
+//! A third value, the **failure ratio**, is an EWMA of "this call failed"
+//! (1) or "succeeded" (0) over its own, shorter time constant, decaying
+//! toward 0 while the endpoint is idle: recent failures make an endpoint
+//! expensive, and an endpoint left alone is forgiven and probed again.
+//! A failed call never lowers the latency estimate (its sample is at least
+//! the current estimate), so a replica that fails in 1 ms does not look fast.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -24,6 +31,25 @@ pub(crate) struct Ewma {
     packed: AtomicU64,
     /// Nanoseconds since the balancer's epoch at the last sample.
     stamp: AtomicU64,
+    /// Failure ratio in `[0, 1]`, as `f64` bits.
+    failure: AtomicU64,
+}
+
+/// Time constants of one balancer's EWMAs, as reciprocals.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rates {
+    /// 1/τ of the latency estimate and spread.
+    pub(crate) latency: f64,
+    /// 1/τ of the failure ratio.
+    pub(crate) failure: f64,
+}
+
+/// What a read of the EWMAs gives, decayed to the time of the read.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reading {
+    pub(crate) est: f64,
+    pub(crate) spread: f64,
+    pub(crate) failure: f64,
 }
 
 #[inline]
@@ -39,16 +65,16 @@ fn unpack(v: u64) -> (f64, f64) {
     )
 }
 
-/// Weight of the old estimate after `dt_ns` with time constant `tau_ns`:
-/// `exp(−Δt/τ)`.
+/// Weight of the old estimate after `dt_ns` with time constant τ, given as
+/// `inv_tau_ns = 1/τ` (a multiplication instead of a division): `exp(−Δt/τ)`.
 ///
 /// Busy endpoints are read and written every few microseconds against a τ of
 /// seconds, so Δt/τ is tiny on the hot path; there a cubic Taylor polynomial
 /// (error below 1e-8 for x < 1/64) replaces the libm call, which cost about a
 /// fifth of a pick.
 #[inline]
-pub(crate) fn decay(dt_ns: u64, tau_ns: f64) -> f64 {
-    let x = dt_ns as f64 / tau_ns;
+pub(crate) fn decay(dt_ns: u64, inv_tau_ns: f64) -> f64 {
+    let x = dt_ns as f64 * inv_tau_ns;
     if x < 1.0 / 64.0 {
         1.0 - x * (1.0 - x * (0.5 - x * (1.0 / 6.0)))
     } else {
@@ -62,18 +88,28 @@ impl Ewma {
         Self {
             packed: AtomicU64::new(pack(initial_ns, 0.0)),
             stamp: AtomicU64::new(now_ns),
+            failure: AtomicU64::new(0f64.to_bits()),
         }
     }
 
-    /// Records one latency sample `x_ns` taken at `now_ns`; returns the time
-    /// since the previous sample.
-    pub(crate) fn observe(&self, x_ns: f64, now_ns: u64, tau_ns: f64) -> u64 {
+    /// Records one call's latency `x_ns`, taken at `now_ns`, and whether it
+    /// `failed` (then the sample counts as at least the current estimate).
+    /// Returns the time since the previous sample.
+    pub(crate) fn observe(&self, x_ns: f64, failed: bool, now_ns: u64, rates: Rates) -> u64 {
         let prev = self.stamp.fetch_max(now_ns, Ordering::AcqRel);
         let dt = now_ns.saturating_sub(prev);
-        let w = decay(dt, tau_ns);
+        let w = decay(dt, rates.latency);
+        let wf = decay(dt, rates.failure);
+        let x_fail = if failed { 1.0 } else { 0.0 };
+        let _ = self
+            .failure
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |bits| {
+                Some((f64::from_bits(bits) * wf + x_fail * (1.0 - wf)).to_bits())
+            });
         let mut cur = self.packed.load(Ordering::Acquire);
         loop {
             let (est, spread) = unpack(cur);
+            let x_ns = if failed { x_ns.max(est) } else { x_ns };
             let dev = (x_ns - est).abs();
             let new_spread = spread * w + dev * (1.0 - w);
             let new_est = if x_ns > est {
@@ -93,13 +129,25 @@ impl Ewma {
         }
     }
 
-    /// The estimate and spread projected to `now_ns`, without mutation.
+    /// The estimate, spread and failure ratio projected to `now_ns`,
+    /// without mutation.
     #[inline]
-    pub(crate) fn read(&self, now_ns: u64, tau_ns: f64) -> (f64, f64) {
+    pub(crate) fn read(&self, now_ns: u64, rates: Rates) -> Reading {
         let (est, spread) = unpack(self.packed.load(Ordering::Acquire));
         let stamp = self.stamp.load(Ordering::Acquire);
-        let w = decay(now_ns.saturating_sub(stamp), tau_ns);
-        (est * w, spread * w)
+        let failure = f64::from_bits(self.failure.load(Ordering::Relaxed));
+        let dt = now_ns.saturating_sub(stamp);
+        let w = decay(dt, rates.latency);
+        Reading {
+            est: est * w,
+            spread: spread * w,
+            // Only pay for the second decay when there is something to decay.
+            failure: if failure > 0.0 {
+                failure * decay(dt, rates.failure)
+            } else {
+                0.0
+            },
+        }
     }
 }
 
@@ -108,6 +156,10 @@ mod tests {
     use super::*;
 
     const TAU: f64 = 10e9;
+    const RATES: Rates = Rates {
+        latency: 1.0 / TAU,
+        failure: 1.0 / 2e9,
+    };
 
     #[test]
     fn decay_matches_exp_on_both_paths() {
@@ -124,7 +176,7 @@ mod tests {
             5.0,
             50.0,
         ] {
-            let got = decay((x * TAU) as u64, TAU);
+            let got = decay((x * TAU) as u64, 1.0 / TAU);
             let want = (-x).exp();
             assert!((got - want).abs() < 1e-8, "x={x}: {got} vs {want}");
         }
@@ -133,8 +185,8 @@ mod tests {
     #[test]
     fn peak_replaces_at_once() {
         let e = Ewma::new(30e6, 0);
-        e.observe(500e6, 1_000, TAU);
-        let (est, _) = e.read(1_000, TAU);
+        e.observe(500e6, false, 1_000, RATES);
+        let est = e.read(1_000, RATES).est;
         assert!((est - 500e6).abs() < 1e3, "{est}");
     }
 
@@ -142,8 +194,9 @@ mod tests {
     fn lower_samples_pull_down_with_time_weight() {
         let e = Ewma::new(100e6, 0);
         // One τ later, a 0 ns sample: est = 100ms · e^-1.
-        e.observe(0.0, 10_000_000_000, TAU);
-        let (est, spread) = e.read(10_000_000_000, TAU);
+        e.observe(0.0, false, 10_000_000_000, RATES);
+        let r = e.read(10_000_000_000, RATES);
+        let (est, spread) = (r.est, r.spread);
         assert!((est - 100e6 * (-1f64).exp()).abs() < 1e3, "{est}");
         assert!((spread - 100e6 * (1.0 - (-1f64).exp())).abs() < 1e3);
     }
@@ -151,10 +204,35 @@ mod tests {
     #[test]
     fn read_projects_decay_without_mutating() {
         let e = Ewma::new(100e6, 0);
-        let (a, _) = e.read(20_000_000_000, TAU);
+        let a = e.read(20_000_000_000, RATES).est;
         assert!((a - 100e6 * (-2f64).exp()).abs() < 1e3);
         // Reading again at an earlier time gives the undecayed value back.
-        let (b, _) = e.read(0, TAU);
+        let b = e.read(0, RATES).est;
         assert!((b - 100e6).abs() < 1.0);
+    }
+
+    #[test]
+    fn failures_never_lower_the_estimate_and_raise_the_ratio() {
+        let e = Ewma::new(100e6, 0);
+        // A 1 ms failure one τ_f later: the estimate does not move down
+        // (it is not even decayed: a failure is no evidence of speed).
+        e.observe(1e6, true, 2_000_000_000, RATES);
+        let r = e.read(2_000_000_000, RATES);
+        assert!((r.est - 100e6).abs() < 1e3, "{}", r.est);
+        assert!(
+            (r.failure - (1.0 - (-1f64).exp())).abs() < 1e-9,
+            "{}",
+            r.failure
+        );
+        // Idle for another τ_f: the ratio is forgiven by a factor e.
+        let later = e.read(4_000_000_000, RATES);
+        assert!((later.failure - r.failure * (-1f64).exp()).abs() < 1e-9);
+        // Time-weighted: a success after Δt weighs what Δt of idleness
+        // does, and a failure then pulls the ratio back up.
+        e.observe(50e6, false, 4_000_000_000, RATES);
+        let after = e.read(4_000_000_000, RATES).failure;
+        assert!((after - later.failure).abs() < 1e-12);
+        e.observe(50e6, true, 6_000_000_000, RATES);
+        assert!(e.read(6_000_000_000, RATES).failure > after);
     }
 }

@@ -23,6 +23,7 @@ use crate::breaker::{CircuitBreaker, Ticket};
 use crate::classify::Outcome;
 use crate::outlier::HostStats;
 use crate::rng::RngSource;
+pub(crate) use ewma::Rates;
 use ewma::{Ewma, decay};
 use health::Health;
 use parallelism::Parallelism;
@@ -46,6 +47,12 @@ pub const DEFAULT_RTT: Duration = Duration::from_millis(30);
 /// looks slow; the estimate decays back with τ once it answers again.
 pub const DEFAULT_FAILURE_PENALTY: Duration = Duration::from_secs(1);
 
+/// Default time constant of the failure ratio: 2 s. Short, so that a replica
+/// that dies is avoided within a few failures and one that recovers (or is
+/// left alone) is probed again within seconds; a 10 s latency τ would keep a
+/// revived replica out for tens of seconds.
+pub const DEFAULT_FAILURE_DECAY: Duration = Duration::from_secs(2);
+
 /// The longest `Retry-After` hint that is turned into a latency penalty: 30 s.
 pub const MAX_RETRY_AFTER_PENALTY: Duration = Duration::from_secs(30);
 
@@ -54,7 +61,7 @@ pub const MAX_RETRY_AFTER_PENALTY: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 pub(crate) struct Model {
     pub(crate) epoch: Instant,
-    pub(crate) tau_ns: f64,
+    pub(crate) rates: Rates,
     pub(crate) default_rtt_ns: f64,
     pub(crate) penalty_ns: f64,
     pub(crate) slow_start: Option<SlowStart>,
@@ -76,6 +83,8 @@ pub struct Estimate {
     pub mean_ns: f64,
     /// EWMA of the absolute deviation from the estimate, in nanoseconds.
     pub spread_ns: f64,
+    /// Recent share of failed calls, in `[0, 1]`, forgiven while idle.
+    pub failure_rate: f64,
 }
 
 /// Live state of one endpoint: in-flight count, weight, latency and outcome
@@ -175,8 +184,12 @@ impl EndpointState {
 
     #[inline]
     pub(crate) fn estimate_ns(&self, now_ns: u64) -> Estimate {
-        let (mean_ns, spread_ns) = self.latency.read(now_ns, self.model.tau_ns);
-        Estimate { mean_ns, spread_ns }
+        let r = self.latency.read(now_ns, self.model.rates);
+        Estimate {
+            mean_ns: r.est,
+            spread_ns: r.spread,
+            failure_rate: r.failure,
+        }
     }
 
     /// The latency estimate projected to `now` (decay applied, nothing written).
@@ -273,6 +286,7 @@ impl EndpointState {
             state: Arc::clone(self),
             concurrency: before + 1,
             ticket: None,
+            start_ns: 0,
         })
     }
 
@@ -281,35 +295,35 @@ impl EndpointState {
     pub(crate) fn record(
         &self,
         outcome: Outcome,
-        latency: Duration,
-        now: Instant,
+        latency_ns: u64,
+        now_ns: u64,
         concurrency: usize,
     ) {
-        let sample = match outcome {
+        let lat = latency_ns as f64;
+        let (sample, failed) = match outcome {
             Outcome::Ignore => return,
-            Outcome::Success => latency.as_nanos() as f64,
+            Outcome::Success => (lat, false),
             Outcome::Failure(kind) => {
                 self.failures.fetch_add(1, Ordering::Relaxed);
-                let lat = latency.as_nanos() as f64;
                 if kind.is_hard() {
                     let penalty = kind.retry_after().map_or(self.model.penalty_ns, |d| {
-                        d.min(MAX_RETRY_AFTER_PENALTY).as_nanos() as f64
+                        d.min(MAX_RETRY_AFTER_PENALTY).as_nanos() as u64 as f64
                     });
-                    lat.max(penalty)
+                    (lat.max(penalty), true)
                 } else {
-                    lat
+                    (lat, false)
                 }
             }
         };
         self.requests.fetch_add(1, Ordering::Relaxed);
-        let tau = self.model.tau_ns;
-        let dt = self.latency.observe(sample, self.model.nanos(now), tau);
+        let rates = self.model.rates;
+        let dt = self.latency.observe(sample, failed, now_ns, rates);
         if outcome == Outcome::Success {
             self.parallelism.observe(
                 sample,
                 concurrency,
-                decay(dt, tau),
-                decay(dt, tau * FLOOR_DECAY_FACTOR),
+                decay(dt, rates.latency),
+                decay(dt, rates.latency * (1.0 / FLOOR_DECAY_FACTOR)),
             );
         }
     }
@@ -323,6 +337,8 @@ pub struct InFlight {
     concurrency: usize,
     /// The breaker's permit for this call, when the endpoint has a breaker.
     ticket: Option<Ticket>,
+    /// When the call was dispatched, in ns since the balancer's epoch.
+    start_ns: u64,
 }
 
 impl InFlight {
@@ -337,17 +353,34 @@ impl InFlight {
         self.concurrency
     }
 
-    /// Records the call's outcome and latency in every part of the model
-    /// (latency, breaker, outlier detection), then releases the slot.
-    pub(crate) fn complete(mut self, outcome: Outcome, latency: Duration, now: Instant) {
+    /// Starts the call's clock (`now_ns` since the balancer's epoch).
+    #[inline]
+    pub(crate) fn started_at(mut self, now_ns: u64) -> Self {
+        self.start_ns = now_ns;
+        self
+    }
+
+    /// Ends the call: measures its latency, asks `classify` for its outcome,
+    /// records both in every part of the model (latency, breaker, outlier
+    /// detection), then releases the slot.
+    #[inline]
+    pub(crate) fn finish(self, classify: impl FnOnce(Duration) -> Outcome) {
+        let now = Instant::now();
+        let now_ns = self.state.model.nanos(now);
+        let latency_ns = now_ns.saturating_sub(self.start_ns);
+        let latency = Duration::from_nanos(latency_ns);
+        let outcome = classify(latency);
+        self.complete(outcome, latency, now, now_ns);
+    }
+
+    fn complete(mut self, outcome: Outcome, latency: Duration, now: Instant, now_ns: u64) {
         let state = &*self.state;
-        state.record(outcome, latency, now, self.concurrency);
+        state.record(outcome, latency.as_nanos() as u64, now_ns, self.concurrency);
         if let (Some(b), Some(t)) = (&state.breaker, self.ticket.take()) {
             b.record_ticket(t, outcome, latency, now);
         }
         let model = &*state.model;
         if let Some(o) = &model.health.outlier {
-            let now_ns = model.nanos(now);
             if let Some(reason) = state.outlier.record(&o.cfg, outcome, latency, now_ns) {
                 let pool = model.health.pool();
                 let r = model.rng.next_u64();

@@ -288,7 +288,10 @@ pub(crate) mod testing {
         pub(crate) fn new(weights: &[f64]) -> Self {
             let model = Arc::new(Model {
                 epoch: Instant::now(),
-                tau_ns: 10e9,
+                rates: crate::endpoint::Rates {
+                    latency: 1.0 / 10e9,
+                    failure: 1.0 / 2e9,
+                },
                 default_rtt_ns: 30e6,
                 penalty_ns: 1e9,
                 slow_start: None,

@@ -18,6 +18,10 @@ pub const DEFAULT_CHOICES: usize = 3;
 /// so a replica whose latency swings is charged for its worst typical case.
 pub const DEFAULT_SPREAD_FACTOR: f64 = 1.0;
 
+/// Floor of the success ratio in the cost, so a dead endpoint costs a large
+/// but finite multiple (10⁴×) and can still be chosen when nothing else can.
+const MIN_SUCCESS: f64 = 0.01;
+
 /// Peak-EWMA, the default picker: the lowest
 /// `(est + k·spread) · (in_flight / p + 1) / weight` among `choices`
 /// weighted-random candidates.
@@ -116,7 +120,11 @@ impl PeakEwma {
         } else {
             (cx.in_flight(i) + 1) as f64
         };
-        (e.mean_ns + self.spread_factor * e.spread_ns) * load / cx.weight(i)
+        // Expected attempts to get an answer grow as 1/(1 − f); squared, so a
+        // replica failing half its calls costs 4× and a dead one (f → 1)
+        // is left alone until its failures are forgiven.
+        let ok = (1.0 - e.failure_rate).max(MIN_SUCCESS);
+        (e.mean_ns + self.spread_factor * e.spread_ns) * load / (cx.weight(i) * ok * ok)
     }
 }
 
