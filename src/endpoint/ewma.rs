@@ -12,9 +12,10 @@
 //! endpoint is eventually tried again.
 //!
 //! Both numbers live in one `AtomicU64` (two `f32` nanosecond values), so a
-//! reader always sees a consistent pair. The time of the last sample is a
-//! second atomic; two samples racing on one endpoint see Δt ≈ 0 for the later
-//! one, which then only counts if it is a peak (the same as tower under a race).
+//! reader always sees a consistent pair, and a compare-exchange loop never
+//! loses a sample. The time of the last sample is a second atomic, written
+//! with a plain store: two samples racing on one endpoint may measure their
+//! Δt from the same previous sample, slightly over-weighting one of them.
 //!
 //! A third value, the **failure ratio**, is an EWMA of "this call failed"
 //! (1) or "succeeded" (0) over its own, shorter time constant, decaying
@@ -72,7 +73,7 @@ fn unpack(v: u64) -> (f64, f64) {
 /// seconds, so Δt/τ is tiny on the hot path; there a cubic Taylor polynomial
 /// (error below 1e-8 for x < 1/64) replaces the libm call, which cost about a
 /// fifth of a pick.
-#[inline]
+#[inline(always)]
 pub(crate) fn decay(dt_ns: u64, inv_tau_ns: f64) -> f64 {
     let x = dt_ns as f64 * inv_tau_ns;
     if x < 1.0 / 64.0 {
@@ -96,16 +97,33 @@ impl Ewma {
     /// `failed` (then the sample counts as at least the current estimate).
     /// Returns the time since the previous sample.
     pub(crate) fn observe(&self, x_ns: f64, failed: bool, now_ns: u64, rates: Rates) -> u64 {
-        let prev = self.stamp.fetch_max(now_ns, Ordering::AcqRel);
+        // A load and a store, not a read-modify-write: two samples racing on
+        // one endpoint may both measure Δt from the same previous sample,
+        // which only over-weights one of them a little. An uncontended RMW
+        // costs as much as the rest of the update.
+        let prev = self.stamp.load(Ordering::Acquire);
+        if now_ns > prev {
+            self.stamp.store(now_ns, Ordering::Release);
+        }
         let dt = now_ns.saturating_sub(prev);
         let w = decay(dt, rates.latency);
-        let wf = decay(dt, rates.failure);
+        let wf = if failed || self.failure.load(Ordering::Relaxed) != 0 {
+            decay(dt, rates.failure)
+        } else {
+            1.0
+        };
         let x_fail = if failed { 1.0 } else { 0.0 };
-        let _ = self
-            .failure
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |bits| {
-                Some((f64::from_bits(bits) * wf + x_fail * (1.0 - wf)).to_bits())
-            });
+        // A success on an endpoint with no failure history changes nothing:
+        // skip the write on the common path.
+        if failed || self.failure.load(Ordering::Relaxed) != 0 {
+            let _ = self
+                .failure
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |bits| {
+                    let f = f64::from_bits(bits) * wf + x_fail * (1.0 - wf);
+                    // Flush tiny ratios to an exact zero so the skip applies again.
+                    Some(if f < 1e-6 { 0f64 } else { f }.to_bits())
+                });
+        }
         let mut cur = self.packed.load(Ordering::Acquire);
         loop {
             let (est, spread) = unpack(cur);
@@ -131,7 +149,7 @@ impl Ewma {
 
     /// The estimate, spread and failure ratio projected to `now_ns`,
     /// without mutation.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn read(&self, now_ns: u64, rates: Rates) -> Reading {
         let (est, spread) = unpack(self.packed.load(Ordering::Acquire));
         let stamp = self.stamp.load(Ordering::Acquire);

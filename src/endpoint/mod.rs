@@ -152,13 +152,13 @@ impl EndpointState {
     }
 
     /// Requests dispatched to this endpoint and not yet finished.
-    #[inline]
+    #[inline(always)]
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Relaxed)
     }
 
     /// The configured weight.
-    #[inline]
+    #[inline(always)]
     pub fn weight(&self) -> f64 {
         f64::from_bits(self.weight.load(Ordering::Relaxed))
     }
@@ -168,12 +168,16 @@ impl EndpointState {
     }
 
     /// The weight after slow start, at `now_ns` (ns since the balancer's epoch).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn effective_weight_ns(&self, now_ns: u64) -> f64 {
         let w = self.weight();
-        match (self.ramp_start, &self.model.slow_start) {
-            (Some(start), Some(ss)) => w * ss.factor(now_ns.saturating_sub(start)),
-            _ => w,
+        // `ramp_start` is only set when the model has slow start.
+        match self.ramp_start {
+            Some(start) => match &self.model.slow_start {
+                Some(ss) => w * ss.factor(now_ns.saturating_sub(start)),
+                None => w,
+            },
+            None => w,
         }
     }
 
@@ -182,7 +186,7 @@ impl EndpointState {
         self.effective_weight_ns(self.model.nanos(now))
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn estimate_ns(&self, now_ns: u64) -> Estimate {
         let r = self.latency.read(now_ns, self.model.rates);
         Estimate {
@@ -200,7 +204,7 @@ impl EndpointState {
     /// How many requests this endpoint appears to serve at once without
     /// queueing, learned from this balancer's own traffic (at least 1; see
     /// the `parallelism` notes in the crate docs of [`PeakEwma`](crate::pick::PeakEwma)).
-    #[inline]
+    #[inline(always)]
     pub fn parallelism(&self) -> f64 {
         self.parallelism.get()
     }

@@ -71,9 +71,11 @@ impl Parallelism {
     /// weight for this sample, `w_floor` the floor's (slower) weight.
     pub(crate) fn observe(&self, latency_ns: f64, k: usize, w: f64, w_floor: f64) {
         let k = k.max(1) as f64;
-        let mut cur = self.packed.load(Ordering::Relaxed);
-        loop {
-            let (base, p) = unpack(cur);
+        // A load and a store: this is a heuristic estimate, and a sample lost
+        // to a concurrent update on the same endpoint costs nothing, while a
+        // compare-exchange loop costs a read-modify-write on every response.
+        let (base, p) = unpack(self.packed.load(Ordering::Relaxed));
+        {
             let base = if latency_ns < base || !base.is_finite() {
                 latency_ns
             } else {
@@ -85,15 +87,7 @@ impl Parallelism {
                 let managed = (k * base / latency_ns).max(1.0);
                 (p * w + managed * (1.0 - w)).max(1.0)
             };
-            match self.packed.compare_exchange_weak(
-                cur,
-                pack(base, p),
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return,
-                Err(actual) => cur = actual,
-            }
+            self.packed.store(pack(base, p), Ordering::Relaxed);
         }
     }
 }

@@ -16,6 +16,18 @@ use crate::ConfigError;
 const ALLOWED: &str = "an absolute `http://` or `https://` URI with a host, an optional \
                        non-zero port, and no user info, path, query or fragment";
 
+/// True when `authority` has no port, or a port in 1..=65535. (The `http`
+/// crate's `Authority::port` reads an out-of-range port as no port at all.)
+fn valid_port(authority: &str) -> bool {
+    if authority.ends_with(']') {
+        return true; // a bare IPv6 literal
+    }
+    match authority.rsplit_once(':') {
+        None => true,
+        Some((_, port)) => port.parse::<u16>().is_ok_and(|p| p != 0),
+    }
+}
+
 /// An endpoint of an HTTP balancer: a scheme, a host and an optional port
 /// (`http://10.0.0.1:8080`), validated once when it is parsed.
 ///
@@ -81,7 +93,7 @@ impl Origin {
         if !no_extras
             || authority.as_str().contains('@')
             || authority.host().is_empty()
-            || authority.port().is_some_and(|p| p.as_u16() == 0)
+            || !valid_port(authority.as_str())
         {
             return Err(bad());
         }

@@ -112,19 +112,23 @@ impl PeakEwma {
     }
 
     /// The cost of endpoint `i` at the time of the pick.
-    #[inline]
+    #[inline(always)]
     pub fn cost<T>(&self, cx: &Context<'_, T>, i: usize) -> f64 {
         let e = cx.estimate(i);
-        let load = if self.learn_parallelism {
-            cx.in_flight(i) as f64 / cx.endpoint(i).parallelism() + 1.0
+        let state = cx.endpoint(i);
+        // (in_flight / p + 1) as one fraction, so the whole cost takes one
+        // division.
+        let p = if self.learn_parallelism {
+            state.parallelism()
         } else {
-            (cx.in_flight(i) + 1) as f64
+            1.0
         };
         // Expected attempts to get an answer grow as 1/(1 − f); squared, so a
         // replica failing half its calls costs 4× and a dead one (f → 1)
         // is left alone until its failures are forgiven.
         let ok = (1.0 - e.failure_rate).max(MIN_SUCCESS);
-        (e.mean_ns + self.spread_factor * e.spread_ns) * load / (cx.weight(i) * ok * ok)
+        (e.mean_ns + self.spread_factor * e.spread_ns) * (state.in_flight() as f64 + p)
+            / (p * cx.weight(i) * ok * ok)
     }
 }
 

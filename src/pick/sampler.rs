@@ -39,6 +39,12 @@ impl Sampler {
         }
     }
 
+    /// True when every weight is equal (draws are uniform).
+    #[inline]
+    pub(crate) fn is_uniform(&self) -> bool {
+        self.prob.is_empty()
+    }
+
     /// One index in `0..n`, drawn with probability proportional to its weight.
     #[inline]
     pub(crate) fn sample(&self, n: usize, r: u64) -> usize {
