@@ -7,6 +7,8 @@
 //! * `picker/{name}/{8,64,1024}`: every picker's per-request cost.
 //! * `threads`: one shared `Balance` driven by one and by two threads
 //!   (time per request per thread; the ratio gives the scaling).
+//! * `metrics/{off,on}`: `Balance` (default picker, 8 endpoints) without
+//!   and with metrics on a real SDK meter provider (manual reader).
 
 use std::convert::Infallible;
 use std::future::{Future, Ready, ready};
@@ -175,5 +177,41 @@ fn threads(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, per_request, pickers, threads);
+/// Metrics off against on: the on case records the duration histogram per
+/// request (and times one pick in 64) on a real SDK meter provider.
+fn metrics(c: &mut Criterion) {
+    use opentelemetry::metrics::MeterProvider;
+    use opentelemetry_sdk::metrics::{ManualReader, SdkMeterProvider};
+    use tower_lb::metrics::Metrics;
+
+    let provider = SdkMeterProvider::builder()
+        .with_reader(ManualReader::builder().build())
+        .build();
+    let meter = provider.meter("bench");
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut g = c.benchmark_group("metrics");
+    let mut off = tower_lb(pick::PeakEwma::default(), 8);
+    g.bench_function("off", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i += 1;
+            one(&mut off, &mut cx, i)
+        })
+    });
+    let mut b = Balance::builder().metrics(Metrics::new(&meter, "bench"));
+    for i in 0..8usize {
+        b = b.endpoint(i, Noop);
+    }
+    let mut on = b.build().expect("valid config");
+    g.bench_function("on", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i += 1;
+            one(&mut on, &mut cx, i)
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, per_request, pickers, threads, metrics);
 criterion_main!(benches);
