@@ -77,7 +77,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! With feature `prometheus`, [`prometheus::Exporter`] builds an SDK meter
+//! With feature `prometheus`, `prometheus::Exporter` builds an SDK meter
 //! provider feeding a Prometheus registry and renders the `/metrics` page.
 
 mod balancer;
@@ -114,5 +114,5 @@ pub const PICK_DURATION_BUCKETS: [f64; 10] = [
 pub const PICK_SAMPLE_EVERY: u32 = 64;
 
 /// The instrumentation scope name used for meters this crate creates
-/// ([`Metrics::global`], [`prometheus::Exporter::meter`]).
+/// ([`Metrics::global`], `prometheus::Exporter::meter`).
 pub const SCOPE: &str = "tower-lb";
