@@ -9,6 +9,8 @@
 //!   (time per request per thread; the ratio gives the scaling).
 //! * `stack`: each resilience layer and the whole stack against `Balance`
 //!   alone.
+//! * `metrics/{off,on}`: `Balance` (default picker, 8 endpoints) without
+//!   and with metrics on a real SDK meter provider (manual reader).
 
 use std::convert::Infallible;
 use std::future::{Future, Ready, ready};
@@ -242,8 +244,64 @@ fn stack(c: &mut Criterion) {
             one(&mut whole, &mut cx, i)
         })
     });
+    // Everything: retry, per-endpoint breakers, ejection, metrics.
+    let provider = opentelemetry_sdk::metrics::SdkMeterProvider::builder()
+        .with_reader(opentelemetry_sdk::metrics::ManualReader::builder().build())
+        .build();
+    let meter = opentelemetry::metrics::MeterProvider::meter(&provider, "bench");
+    let mut b = Balance::builder()
+        .circuit_breaker(CircuitBreakerConfig::default())
+        .outlier_detection(OutlierDetection::default())
+        .metrics(tower_lb::metrics::Metrics::new(&meter, "stack"));
+    for i in 0..8usize {
+        b = b.endpoint(i, Noop);
+    }
+    let mut full = retry().layer(b.build().expect("valid config"));
+    g.bench_function("retry+balance+endpoint_breakers+ejection+metrics", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i += 1;
+            one(&mut full, &mut cx, i)
+        })
+    });
     g.finish();
 }
 
-criterion_group!(benches, per_request, pickers, threads, stack);
+/// Metrics off against on: the on case records the duration histogram per
+/// request (and times one pick in 64) on a real SDK meter provider.
+fn metrics(c: &mut Criterion) {
+    use opentelemetry::metrics::MeterProvider;
+    use opentelemetry_sdk::metrics::{ManualReader, SdkMeterProvider};
+    use tower_lb::metrics::Metrics;
+
+    let provider = SdkMeterProvider::builder()
+        .with_reader(ManualReader::builder().build())
+        .build();
+    let meter = provider.meter("bench");
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut g = c.benchmark_group("metrics");
+    let mut off = tower_lb(pick::PeakEwma::default(), 8);
+    g.bench_function("off", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i += 1;
+            one(&mut off, &mut cx, i)
+        })
+    });
+    let mut b = Balance::builder().metrics(Metrics::new(&meter, "bench"));
+    for i in 0..8usize {
+        b = b.endpoint(i, Noop);
+    }
+    let mut on = b.build().expect("valid config");
+    g.bench_function("on", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i += 1;
+            one(&mut on, &mut cx, i)
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, per_request, pickers, threads, stack, metrics);
 criterion_main!(benches);

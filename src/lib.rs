@@ -42,6 +42,8 @@ pub mod endpoint;
 mod error;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 pub mod outlier;
 pub mod pick;
 pub mod retry;

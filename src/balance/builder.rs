@@ -39,6 +39,8 @@ pub struct Builder<K, S, P = PeakEwma, C = ErrIsFailure> {
     outlier: Option<OutlierDetection>,
     panic_threshold: f64,
     panic_mode: PanicMode,
+    #[cfg(feature = "metrics")]
+    metrics: Option<crate::metrics::Setup<K>>,
 }
 
 impl<K, S> Builder<K, S> {
@@ -58,6 +60,8 @@ impl<K, S> Builder<K, S> {
             outlier: None,
             panic_threshold: DEFAULT_PANIC_THRESHOLD,
             panic_mode: PanicMode::RouteAll,
+            #[cfg(feature = "metrics")]
+            metrics: None,
         }
     }
 }
@@ -80,6 +84,8 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             outlier: self.outlier,
             panic_threshold: self.panic_threshold,
             panic_mode: self.panic_mode,
+            #[cfg(feature = "metrics")]
+            metrics: self.metrics,
         }
     }
 
@@ -101,6 +107,8 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             outlier: self.outlier,
             panic_threshold: self.panic_threshold,
             panic_mode: self.panic_mode,
+            #[cfg(feature = "metrics")]
+            metrics: self.metrics,
         }
     }
 
@@ -191,6 +199,33 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         self
     }
 
+    /// Reports OpenTelemetry metrics (feature `metrics`; off by default),
+    /// labelling each endpoint with its key's `Display`. See
+    /// [`crate::metrics`] for the instruments and their cost.
+    #[cfg(feature = "metrics")]
+    pub fn metrics(self, metrics: crate::metrics::Metrics) -> Self
+    where
+        K: std::fmt::Display,
+    {
+        self.metrics_with(metrics, |key: &K| key.to_string())
+    }
+
+    /// Like [`metrics`](Self::metrics), with `label` turning a key into its
+    /// `lb.endpoint` attribute. It is called once per endpoint, when the
+    /// endpoint joins; keep its output bounded (no request data).
+    #[cfg(feature = "metrics")]
+    pub fn metrics_with(
+        mut self,
+        metrics: crate::metrics::Metrics,
+        label: impl Fn(&K) -> String + Send + Sync + 'static,
+    ) -> Self {
+        self.metrics = Some(crate::metrics::Setup {
+            metrics,
+            label: Arc::new(label),
+        });
+        self
+    }
+
     /// Validates the configuration and builds the balancer.
     pub fn build(self) -> Result<Balance<K, S, P, C>, ConfigError>
     where
@@ -239,6 +274,10 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             ),
             rng: RngSource::new(self.seed),
         });
+        #[cfg(feature = "metrics")]
+        let metrics = self
+            .metrics
+            .map(|setup| setup.attach(self.picker.name(), &model));
         let shared = Arc::new(Shared {
             set: ArcSwap::from_pointee(Snapshot::new(&self.picker, Vec::new(), Vec::new())),
             picker: self.picker,
@@ -247,6 +286,8 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             model,
             cap: self.cap,
             next_id: AtomicU64::new(0),
+            #[cfg(feature = "metrics")]
+            metrics,
         });
         let mut entries = Vec::with_capacity(self.endpoints.len());
         let mut states = Vec::with_capacity(self.endpoints.len());

@@ -120,6 +120,8 @@ pub(crate) struct Shared<K, S, P: Picker, C> {
     pub(crate) model: Arc<Model>,
     pub(crate) cap: Option<usize>,
     pub(crate) next_id: AtomicU64,
+    #[cfg(feature = "metrics")]
+    pub(crate) metrics: Option<crate::metrics::Attached<K>>,
 }
 
 impl<K, S, P: Picker, C> Shared<K, S, P, C> {
@@ -138,20 +140,23 @@ impl<K, S, P: Picker, C> Shared<K, S, P, C> {
         let id = self
             .next_id
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Arc::new(EndpointState::new(
-            id,
-            key_hash(key),
-            weight,
-            &self.model,
-            now,
-            ramp,
-        ))
+        let state = EndpointState::new(id, key_hash(key), weight, &self.model, now, ramp);
+        #[cfg(feature = "metrics")]
+        let state = match &self.metrics {
+            Some(m) => state.with_metrics(m.endpoint(key)),
+            None => state,
+        };
+        Arc::new(state)
     }
 
     /// Publishes a new endpoint set: the one place snapshots are swapped.
     /// Callers hold the writer lock (or own the only reference).
     pub(crate) fn publish(&self, entries: Vec<Arc<Entry<K, S>>>, states: Vec<Arc<EndpointState>>) {
         self.model.health.set_pool(&states);
+        #[cfg(feature = "metrics")]
+        if let Some(m) = &self.metrics {
+            m.metrics.set_pool(&states);
+        }
         self.set
             .store(Arc::new(Snapshot::new(&self.picker, entries, states)));
     }

@@ -41,7 +41,14 @@ where
         let shared = &*self.shared;
         let snap = shared.set.load();
         let now = Instant::now();
-        match shared.dispatch(&snap, &req, now) {
+        #[cfg(feature = "metrics")]
+        let picked = match &shared.metrics {
+            Some(m) => m.metrics.time_pick(|| shared.dispatch(&snap, &req, now)),
+            None => shared.dispatch(&snap, &req, now),
+        };
+        #[cfg(not(feature = "metrics"))]
+        let picked = shared.dispatch(&snap, &req, now);
+        match picked {
             Ok((service, guard)) => {
                 ResponseFuture::running(service.oneshot(req), guard, shared.classify.clone())
             }

@@ -99,6 +99,7 @@ pub struct EndpointState {
     parallelism: Parallelism,
     requests: AtomicU64,
     failures: AtomicU64,
+    picks: AtomicU64,
     /// Start of this endpoint's slow-start ramp (ns since epoch), if it has one.
     ramp_start: Option<u64>,
     outlier: HostStats,
@@ -107,6 +108,9 @@ pub struct EndpointState {
     /// then no longer count toward the balancer's health census).
     live: Arc<AtomicBool>,
     model: Arc<Model>,
+    /// Attribute sets and the duration histogram, when the balancer has metrics.
+    #[cfg(feature = "metrics")]
+    metrics: Option<crate::metrics::EndpointMetrics>,
 }
 
 impl EndpointState {
@@ -132,12 +136,27 @@ impl EndpointState {
             parallelism: Parallelism::new(),
             requests: AtomicU64::new(0),
             failures: AtomicU64::new(0),
+            picks: AtomicU64::new(0),
             ramp_start: (ramp && model.slow_start.is_some()).then_some(now_ns),
             outlier: HostStats::default(),
             breaker,
             live,
             model: Arc::clone(model),
+            #[cfg(feature = "metrics")]
+            metrics: None,
         }
+    }
+
+    /// Attaches the endpoint's metrics (before it is shared).
+    #[cfg(feature = "metrics")]
+    pub(crate) fn with_metrics(mut self, metrics: crate::metrics::EndpointMetrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    #[cfg(feature = "metrics")]
+    pub(crate) fn metrics(&self) -> Option<&crate::metrics::EndpointMetrics> {
+        self.metrics.as_ref()
     }
 
     /// A number unique to this endpoint within its balancer, never reused.
@@ -258,8 +277,15 @@ impl EndpointState {
         self.failures.load(Ordering::Relaxed)
     }
 
+    /// Times the balancer picked this endpoint and dispatched a call to it
+    /// (calls later cancelled or classified `Ignore` included).
+    pub fn picks(&self) -> u64 {
+        self.picks.load(Ordering::Relaxed)
+    }
+
     /// Takes one in-flight slot, unless the endpoint already has `cap`, and
-    /// a call permit from its breaker, unless the breaker refuses.
+    /// a call permit from its breaker, unless the breaker refuses; counts
+    /// the pick when both are granted.
     #[inline]
     pub(crate) fn try_dispatch(
         self: &Arc<Self>,
@@ -271,6 +297,7 @@ impl EndpointState {
             // On refusal the guard drops here and gives the slot back.
             guard.ticket = Some(b.acquire_ticket(now).ok()?);
         }
+        self.picks.fetch_add(1, Ordering::Relaxed);
         Some(guard)
     }
 
@@ -380,6 +407,10 @@ impl InFlight {
     fn complete(mut self, outcome: Outcome, latency: Duration, now: Instant, now_ns: u64) {
         let state = &*self.state;
         state.record(outcome, latency.as_nanos() as u64, now_ns, self.concurrency);
+        #[cfg(feature = "metrics")]
+        if let Some(m) = &state.metrics {
+            m.record(outcome, latency);
+        }
         if let (Some(b), Some(t)) = (&state.breaker, self.ticket.take()) {
             b.record_ticket(t, outcome, latency, now);
         }

@@ -1,0 +1,80 @@
+//! The metrics examples, run to completion against their own local backends.
+#![cfg(all(feature = "http", feature = "prometheus"))]
+
+use std::collections::BTreeMap;
+
+use tower_lb::breaker::State;
+
+#[allow(dead_code)]
+#[path = "../examples/prometheus.rs"]
+mod prometheus_example;
+
+#[allow(dead_code)]
+#[path = "../examples/axum_gateway.rs"]
+mod axum_gateway;
+
+#[allow(dead_code)]
+#[path = "../examples/breaker_config.rs"]
+mod breaker_config;
+
+/// Sum of the samples of `name` in an exposition.
+fn total(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test]
+async fn prometheus_example_prints_counts_for_every_request() {
+    let text = prometheus_example::run(100).await.unwrap();
+    assert_eq!(total(&text, "lb_requests_total"), 100.0, "{text}");
+    assert_eq!(total(&text, "lb_request_duration_seconds_count"), 100.0);
+    assert_eq!(total(&text, "lb_picks_total"), 100.0);
+    assert_eq!(total(&text, "lb_endpoint_in_flight"), 0.0);
+    // Three endpoints, each with a latency estimate.
+    let ewma = text
+        .lines()
+        .filter(|l| l.starts_with("lb_endpoint_latency_ewma_seconds{"))
+        .count();
+    assert_eq!(ewma, 3);
+}
+
+#[tokio::test]
+async fn axum_gateway_forwards_api_and_serves_metrics() {
+    let demo = axum_gateway::run(9).await.unwrap();
+    assert_eq!(demo.answers.len(), 9);
+    for (i, (status, body)) in demo.answers.iter().enumerate() {
+        // Every request answered by a healthy replica (the 503s of the
+        // failing one are retried elsewhere), with `/api` stripped and the
+        // query kept.
+        assert_eq!(*status, 200, "{body}");
+        assert!(body.ends_with(&format!(" GET /hello?n={i}")), "{body}");
+        assert!(!body.starts_with("replica-3"), "{body}");
+    }
+    assert_eq!(demo.metrics_status, 200);
+    let m = &demo.metrics;
+    assert!(m.contains(r#"lb_name="upstream""#), "{m}");
+    // Nine answered, plus every failed attempt on replica 3.
+    let failed = total(m, "lb_retries_total");
+    assert_eq!(total(m, "lb_requests_total"), 9.0 + failed, "{m}");
+    assert!(failed >= 1.0, "{m}");
+    assert!(m.contains("lb_breaker_state{"));
+}
+
+#[tokio::test]
+async fn breaker_config_example_opens_the_failing_backends_breaker() {
+    let report = breaker_config::run(30).await.unwrap();
+    // c fails 3 times in a row (every third request) and its breaker opens.
+    assert_eq!(report.unavailable, 3);
+    let served: usize = report.served.values().sum();
+    assert_eq!(served, 27);
+    assert!(!report.served.contains_key("c"));
+    let want = BTreeMap::from([
+        ("a".to_owned(), (State::Closed, 0)),
+        ("b".to_owned(), (State::Closed, 0)),
+        ("c".to_owned(), (State::Open, 1)),
+    ]);
+    assert_eq!(report.breakers, want);
+    assert!(breaker_config::breaker().is_ok());
+}

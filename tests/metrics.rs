@@ -1,0 +1,465 @@
+//! Metrics through a real Prometheus exposition, over real hyper servers on
+//! 127.0.0.1.
+#![cfg(all(feature = "http", feature = "prometheus"))]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+use tower::{Layer, Service, ServiceExt};
+use tower_lb::breaker::CircuitBreakerConfig;
+use tower_lb::classify::HttpClassify;
+use tower_lb::metrics::Metrics;
+use tower_lb::metrics::prometheus::Exporter;
+use tower_lb::outlier::{Consecutive, OutlierDetection};
+use tower_lb::pick;
+use tower_lb::retry::RetryLayer;
+
+/// A backend answering 200 with its name, or 503 while `fail` is set.
+async fn backend(name: &'static str, fail: Arc<AtomicBool>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let fail = fail.clone();
+            let svc = service_fn(move |_: hyper::Request<Incoming>| {
+                let status = if fail.load(Ordering::Relaxed) {
+                    503
+                } else {
+                    200
+                };
+                async move {
+                    let mut res = hyper::Response::new(Full::new(Bytes::from(name)));
+                    *res.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
+                    Ok::<_, Infallible>(res)
+                }
+            });
+            tokio::spawn(http1::Builder::new().serve_connection(TokioIo::new(tcp), svc));
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// Three backends; the third fails while the returned flag is set.
+async fn three_backends() -> (Vec<String>, Arc<AtomicBool>) {
+    let bad = Arc::new(AtomicBool::new(false));
+    let mut origins = Vec::new();
+    for (name, fail) in [
+        ("a", Arc::new(AtomicBool::new(false))),
+        ("b", Arc::new(AtomicBool::new(false))),
+        ("c", bad.clone()),
+    ] {
+        origins.push(backend(name, fail).await);
+    }
+    (origins, bad)
+}
+
+fn client() -> Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>> {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+fn get() -> http::Request<Empty<Bytes>> {
+    http::Request::get("/x").body(Empty::new()).unwrap()
+}
+
+/// One sample line of the text exposition.
+#[derive(Debug, Clone)]
+struct Sample {
+    name: String,
+    labels: BTreeMap<String, String>,
+    value: f64,
+}
+
+/// Parses the Prometheus text format (enough of it for these tests).
+fn parse(text: &str) -> Vec<Sample> {
+    let mut out = Vec::new();
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let (series, value) = line.rsplit_once(' ').unwrap();
+        let (name, labels) = match series.split_once('{') {
+            Some((n, rest)) => (n, rest.trim_end_matches('}')),
+            None => (series, ""),
+        };
+        let labels = labels
+            .split("\",")
+            .filter(|kv| !kv.is_empty())
+            .map(|kv| {
+                let (k, v) = kv.split_once('=').unwrap();
+                (k.to_owned(), v.trim_matches('"').to_owned())
+            })
+            .collect();
+        out.push(Sample {
+            name: name.to_owned(),
+            labels,
+            value: value.parse().unwrap(),
+        });
+    }
+    out
+}
+
+/// The samples named `name` whose labels include all of `with`.
+fn select<'a>(samples: &'a [Sample], name: &str, with: &[(&str, &str)]) -> Vec<&'a Sample> {
+    samples
+        .iter()
+        .filter(|s| s.name == name)
+        .filter(|s| {
+            with.iter()
+                .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+        })
+        .collect()
+}
+
+fn sum(samples: &[Sample], name: &str, with: &[(&str, &str)]) -> f64 {
+    select(samples, name, with).iter().map(|s| s.value).sum()
+}
+
+/// Values of `name` by `lb_endpoint`.
+fn by_endpoint(samples: &[Sample], name: &str, with: &[(&str, &str)]) -> BTreeMap<String, f64> {
+    let mut m = BTreeMap::new();
+    for s in select(samples, name, with) {
+        *m.entry(s.labels["lb_endpoint"].clone()).or_insert(0.0) += s.value;
+    }
+    m
+}
+
+#[tokio::test]
+async fn requests_latency_in_flight_and_picks_add_up_per_endpoint() {
+    const N: usize = 90;
+    let (origins, _) = three_backends().await;
+    let exporter = Exporter::new().unwrap();
+    let lb = tower_lb::http::balance(client(), &origins)
+        .unwrap()
+        .picker(pick::RoundRobin::new())
+        .metrics(Metrics::new(&exporter.meter(), "users"))
+        .build()
+        .unwrap();
+    for _ in 0..N {
+        let res = lb.clone().oneshot(get()).await.unwrap();
+        assert_eq!(res.status(), 200);
+        res.into_body().collect().await.unwrap();
+    }
+
+    let text = exporter.render().unwrap();
+    let s = parse(&text);
+    let each = N as f64 / 3.0;
+    let name = [("lb_name", "users"), ("lb_algorithm", "round_robin")];
+    let want: BTreeMap<String, f64> = origins.iter().map(|o| (o.clone(), each)).collect();
+
+    assert_eq!(by_endpoint(&s, "lb_requests_total", &name), want, "{text}");
+    assert_eq!(sum(&s, "lb_requests_total", &[("outcome", "failure")]), 0.0);
+    assert_eq!(
+        by_endpoint(
+            &s,
+            "lb_request_duration_seconds_count",
+            &[("outcome", "success")]
+        ),
+        want
+    );
+    let inf = by_endpoint(&s, "lb_request_duration_seconds_bucket", &[("le", "+Inf")]);
+    assert_eq!(inf, want);
+    assert!(sum(&s, "lb_request_duration_seconds_sum", &[]) > 0.0);
+    assert_eq!(by_endpoint(&s, "lb_picks_total", &name), want);
+    let idle: BTreeMap<String, f64> = origins.iter().map(|o| (o.clone(), 0.0)).collect();
+    assert_eq!(by_endpoint(&s, "lb_endpoint_in_flight", &name), idle);
+    let healthy: BTreeMap<String, f64> = origins.iter().map(|o| (o.clone(), 1.0)).collect();
+    assert_eq!(
+        by_endpoint(&s, "lb_endpoint_health", &[("state", "healthy")]),
+        healthy
+    );
+    for (ep, ewma) in by_endpoint(&s, "lb_endpoint_latency_ewma_seconds", &name) {
+        assert!(ewma > 0.0 && ewma < 1.0, "{ep}: {ewma}");
+    }
+    // 90 picks on this thread: at least one was timed.
+    assert!(sum(&s, "lb_pick_duration_seconds_count", &name) >= 1.0);
+    assert_eq!(sum(&s, "lb_panic_total", &name), 0.0);
+    // No breaker or ejection configured: those instruments are absent.
+    assert!(!text.contains("lb_breaker_state"));
+    assert!(!text.contains("lb_outlier_ejections_total"));
+}
+
+/// Every endpoint breaker: opens after 3 hard failures in a row, for a
+/// minute. Ejection after 3 gateway failures in a row.
+fn resilient_parts() -> (CircuitBreakerConfig, OutlierDetection) {
+    let breaker = CircuitBreakerConfig::builder()
+        .consecutive_failures(3)
+        .count_window(100)
+        .minimum_calls(100)
+        .open_wait(Duration::from_secs(60))
+        .open_wait_cap(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let outlier = OutlierDetection::builder()
+        .consecutive_failures(None)
+        .consecutive_gateway_failures(Some(Consecutive::new(3)))
+        .success_rate(None)
+        .failure_percentage(None)
+        .build()
+        .unwrap();
+    (breaker, outlier)
+}
+
+/// Builds the whole stack (retry over a balancer with breakers and
+/// ejection, metrics on), sends `n` requests while backend `c` fails, and
+/// returns the exposition before and after, and `c`'s origin.
+async fn failing_backend_run(n: usize) -> (String, String, String) {
+    let (origins, bad) = three_backends().await;
+    let exporter = Exporter::new().unwrap();
+    let (breaker, outlier) = resilient_parts();
+    let retry = RetryLayer::builder()
+        .classify(HttpClassify::new())
+        .build()
+        .unwrap();
+    let metrics = Metrics::new(&exporter.meter(), "users").retries(&retry);
+    let lb = tower_lb::http::balance(client(), &origins)
+        .unwrap()
+        .picker(pick::RoundRobin::new())
+        .circuit_breaker(breaker)
+        .outlier_detection(outlier)
+        .metrics(metrics)
+        .build()
+        .unwrap();
+    let mut svc = retry.layer(lb);
+    let before = exporter.render().unwrap();
+    bad.store(true, Ordering::Relaxed);
+    for _ in 0..n {
+        let res = svc.ready().await.unwrap().call(get()).await.unwrap();
+        // Every 503 from c is retried on a or b.
+        assert_eq!(res.status(), 200);
+    }
+    let after = exporter.render().unwrap();
+    (before, after, origins[2].clone())
+}
+
+#[tokio::test]
+async fn breaker_state_and_ejections_change_when_a_server_fails() {
+    let (before, after, c) = failing_backend_run(30).await;
+    let (b, a) = (parse(&before), parse(&after));
+    let at_c = |state: &'static str| [("lb_endpoint", c.as_str()), ("state", state)];
+
+    // Before: every breaker closed, nothing ejected.
+    assert_eq!(sum(&b, "lb_breaker_state", &[("state", "closed")]), 3.0);
+    assert_eq!(sum(&b, "lb_breaker_state", &[("state", "open")]), 0.0);
+    assert_eq!(sum(&b, "lb_outlier_ejections_total", &[]), 0.0);
+    assert_eq!(sum(&b, "lb_retries_total", &[]), 0.0);
+
+    // After: c's breaker opened (once) and c was ejected by the gateway rule.
+    assert_eq!(sum(&a, "lb_breaker_state", &at_c("open")), 1.0, "{after}");
+    assert_eq!(sum(&a, "lb_breaker_state", &at_c("closed")), 0.0);
+    assert_eq!(sum(&a, "lb_breaker_state", &[("state", "closed")]), 2.0);
+    assert_eq!(sum(&a, "lb_breaker_transitions_total", &at_c("open")), 1.0);
+    let ejected = [
+        ("lb_endpoint", c.as_str()),
+        ("reason", "consecutive_gateway_failures"),
+    ];
+    assert_eq!(sum(&a, "lb_outlier_ejections_total", &ejected), 1.0);
+    assert_eq!(sum(&a, "lb_outlier_ejections_total", &[]), 1.0);
+    assert_eq!(
+        sum(&a, "lb_endpoint_health", &[("lb_endpoint", c.as_str())]),
+        0.0
+    );
+    assert_eq!(
+        select(&a, "lb_endpoint_health", &[("lb_endpoint", c.as_str())])[0].labels["state"],
+        "open"
+    );
+    // c failed exactly three times, each failure was retried elsewhere.
+    let failed = [("lb_endpoint", c.as_str()), ("outcome", "failure")];
+    assert_eq!(sum(&a, "lb_requests_total", &failed), 3.0);
+    assert_eq!(sum(&a, "lb_retries_total", &[("lb_name", "users")]), 3.0);
+    assert_eq!(sum(&a, "lb_retry_budget_exhausted_total", &[]), 0.0);
+    assert_eq!(sum(&a, "lb_hedges_total", &[]), 0.0);
+    // 30 answered requests + 3 failed attempts.
+    assert_eq!(sum(&a, "lb_requests_total", &[]), 33.0);
+    assert_eq!(sum(&a, "lb_request_duration_seconds_count", &[]), 33.0);
+    assert_eq!(sum(&a, "lb_picks_total", &[]), 33.0);
+}
+
+#[tokio::test]
+async fn without_metrics_nothing_is_recorded() {
+    let (origins, _) = three_backends().await;
+    let exporter = Exporter::new().unwrap();
+    let _unused = exporter.meter();
+    let lb = tower_lb::http::balance(client(), &origins)
+        .unwrap()
+        .build()
+        .unwrap();
+    for _ in 0..10 {
+        lb.clone().oneshot(get()).await.unwrap();
+    }
+    let text = exporter.render().unwrap();
+    assert!(!text.contains("lb_"), "{text}");
+    // The endpoint model still counts for itself.
+    let picks: u64 = lb.handle().endpoints().iter().map(|(_, s)| s.picks()).sum();
+    assert_eq!(picks, 10);
+}
+
+#[tokio::test]
+async fn endpoints_inserted_and_removed_appear_and_leave() {
+    let (origins, _) = three_backends().await;
+    let exporter = Exporter::new().unwrap();
+    let lb = tower_lb::http::balance(client(), &origins[..2])
+        .unwrap()
+        .metrics(Metrics::new(&exporter.meter(), "dyn"))
+        .build()
+        .unwrap();
+    let handle = lb.handle();
+    let third = tower_lb::http::Origin::parse(&origins[2]).unwrap();
+    let svc = tower_lb::http::SetOrigin::new(client(), third.clone());
+    assert!(!handle.insert(third.clone(), svc), "a new key");
+    let endpoints = |text: &str| -> BTreeSet<String> {
+        by_endpoint(&parse(text), "lb_endpoint_in_flight", &[])
+            .into_keys()
+            .collect()
+    };
+    let all: BTreeSet<String> = origins.iter().cloned().collect();
+    assert_eq!(endpoints(&exporter.render().unwrap()), all);
+    assert!(handle.remove(&third));
+    let two: BTreeSet<String> = origins[..2].iter().cloned().collect();
+    assert_eq!(endpoints(&exporter.render().unwrap()), two);
+}
+
+#[tokio::test]
+async fn labels_come_from_the_key_through_a_closure() {
+    let exporter = Exporter::new().unwrap();
+    let svc = tower::service_fn(|n: u32| async move { Ok::<_, Infallible>(n) });
+    let mut lb = tower_lb::Balance::builder()
+        .endpoint(7u16, svc)
+        .metrics_with(Metrics::new(&exporter.meter(), "ints"), |k: &u16| {
+            format!("replica-{k}")
+        })
+        .build()
+        .unwrap();
+    lb.ready().await.unwrap().call(1).await.unwrap();
+    let s = parse(&exporter.render().unwrap());
+    assert_eq!(
+        sum(&s, "lb_requests_total", &[("lb_endpoint", "replica-7")]),
+        1.0
+    );
+}
+
+#[test]
+fn bad_duration_buckets_are_refused() {
+    let meter = opentelemetry::global::meter("t");
+    for bad in [&[][..], &[0.1, 0.1], &[-1.0], &[f64::NAN]] {
+        let e = Metrics::new(&meter, "x").duration_buckets(bad).unwrap_err();
+        assert_eq!(e.field(), "duration_buckets");
+    }
+    assert!(
+        Metrics::new(&meter, "x")
+            .duration_buckets(&[0.1, 1.0])
+            .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn custom_buckets_show_in_the_exposition() {
+    let exporter = Exporter::new().unwrap();
+    let svc = tower::service_fn(|n: u32| async move { Ok::<_, Infallible>(n) });
+    let metrics = Metrics::new(&exporter.meter(), "b")
+        .duration_buckets(&[0.25, 4.0])
+        .unwrap();
+    let mut lb = tower_lb::Balance::builder()
+        .endpoint("a", svc)
+        .metrics(metrics)
+        .build()
+        .unwrap();
+    lb.ready().await.unwrap().call(1).await.unwrap();
+    let s = parse(&exporter.render().unwrap());
+    let les: BTreeSet<&str> = select(&s, "lb_request_duration_seconds_bucket", &[])
+        .iter()
+        .map(|s| s.labels["le"].as_str())
+        .collect();
+    assert_eq!(les, BTreeSet::from(["0.25", "4", "+Inf"]));
+}
+
+#[tokio::test]
+async fn metrics_response_has_the_prometheus_content_type() {
+    let exporter = Exporter::new().unwrap();
+    let res = exporter.response();
+    assert_eq!(res.status(), 200);
+    assert_eq!(
+        res.headers()["content-type"],
+        tower_lb::metrics::prometheus::TEXT_FORMAT
+    );
+}
+
+/// Every metric a Grafana panel queries is in the exposition of the whole
+/// stack (retry, breakers, ejection, metrics) with one failing backend.
+#[tokio::test]
+async fn dashboard_queries_name_exported_metrics() {
+    let (_, text, _) = failing_backend_run(70).await;
+    let exported: BTreeSet<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .collect();
+    let raw = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/grafana/tower-lb.json"
+    ))
+    .unwrap();
+    let dash: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    let mut exprs = Vec::new();
+    collect_exprs(&dash, &mut exprs);
+    assert!(exprs.len() >= 10, "{exprs:?}");
+    let mut queried = BTreeSet::new();
+    for e in &exprs {
+        for word in e.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+            if word.starts_with("lb_") && !word.starts_with("lb_name") {
+                queried.insert(word.to_owned());
+            }
+        }
+    }
+    let labels = ["lb_endpoint", "lb_algorithm", "lb_name"];
+    let missing: Vec<&String> = queried
+        .iter()
+        .filter(|q| !labels.contains(&q.as_str()) && !exported.contains(q.as_str()))
+        .collect();
+    assert!(missing.is_empty(), "not exported: {missing:?}\n{text}");
+    // The dashboard covers every instrument family.
+    for family in [
+        "lb_requests_total",
+        "lb_request_duration_seconds_bucket",
+        "lb_picks_total",
+        "lb_pick_duration_seconds_bucket",
+        "lb_endpoint_in_flight",
+        "lb_endpoint_health",
+        "lb_endpoint_latency_ewma_seconds",
+        "lb_retries_total",
+        "lb_retry_budget_exhausted_total",
+        "lb_hedges_total",
+        "lb_breaker_state",
+        "lb_breaker_transitions_total",
+        "lb_outlier_ejections_total",
+        "lb_panic_total",
+    ] {
+        assert!(queried.contains(family), "dashboard lacks {family}");
+    }
+}
+
+/// Every `expr` string anywhere in the dashboard.
+fn collect_exprs(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, v) in m {
+                match (k.as_str(), v) {
+                    ("expr", serde_json::Value::String(s)) => out.push(s.clone()),
+                    _ => collect_exprs(v, out),
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|v| collect_exprs(v, out)),
+        _ => {}
+    }
+}
