@@ -53,9 +53,6 @@ pub async fn run(requests: usize) -> Result<String, BoxError> {
     let exporter = Exporter::new()?;
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
     let mut lb = tower_lb::http::balance(client, &origins)?
-        // Start new endpoints at 1 ms (not 30 ms) so a slow one stands out
-        // from its first answer: a sample above the estimate replaces it.
-        .default_rtt(Duration::from_millis(1))
         .metrics(Metrics::new(&exporter.meter(), "backend"))
         .build()?;
 

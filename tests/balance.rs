@@ -402,7 +402,9 @@ fn concurrent_membership_changes_never_misroute() {
     // that begins after `remove` returned must never reach the removed one.
     let permanent = BoxCloneSyncService::new(service_fn(|()| async { Ok::<u64, &str>(u64::MAX) }));
     type Num = BoxCloneSyncService<(), u64, &'static str>;
-    let lb: Balance<u64, Num> = Balance::builder()
+    // Round robin, so transient endpoints get picks whatever their latency.
+    let lb: Balance<u64, Num, pick::RoundRobin> = Balance::builder()
+        .picker(pick::RoundRobin::new())
         .endpoint(u64::MAX, permanent)
         .build()
         .unwrap();

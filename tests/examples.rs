@@ -55,10 +55,11 @@ async fn axum_gateway_forwards_api_and_serves_metrics() {
     assert_eq!(demo.metrics_status, 200);
     let m = &demo.metrics;
     assert!(m.contains(r#"lb_name="upstream""#), "{m}");
-    // Nine answered, plus every failed attempt on replica 3.
+    // Nine answered, plus every failed attempt on replica 3 (PeakEwma may
+    // never try it: the healthy replicas' first answers make them cheaper
+    // than its untested default).
     let failed = total(m, "lb_retries_total");
     assert_eq!(total(m, "lb_requests_total"), 9.0 + failed, "{m}");
-    assert!(failed >= 1.0, "{m}");
     assert!(m.contains("lb_breaker_state{"));
 }
 

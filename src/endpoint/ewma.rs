@@ -53,6 +53,9 @@ pub(crate) struct Reading {
     pub(crate) failure: f64,
 }
 
+/// Spread value marking an estimate that is still the default RTT.
+const UNSAMPLED: f64 = -1.0;
+
 #[inline]
 fn pack(est: f64, spread: f64) -> u64 {
     (u64::from((est as f32).to_bits()) << 32) | u64::from((spread as f32).to_bits())
@@ -85,9 +88,12 @@ pub(crate) fn decay(dt_ns: u64, inv_tau_ns: f64) -> f64 {
 
 impl Ewma {
     /// Starts at `initial_ns` (the default RTT) as if sampled at `now_ns`.
+    /// The default is a prior, not an observation: the first real sample
+    /// replaces it outright (a negative spread marks "no sample yet"), so a
+    /// fast replica is not mistaken for a 30 ms one for tens of seconds.
     pub(crate) fn new(initial_ns: f64, now_ns: u64) -> Self {
         Self {
-            packed: AtomicU64::new(pack(initial_ns, 0.0)),
+            packed: AtomicU64::new(pack(initial_ns, UNSAMPLED)),
             stamp: AtomicU64::new(now_ns),
             failure: AtomicU64::new(0f64.to_bits()),
         }
@@ -128,12 +134,17 @@ impl Ewma {
         loop {
             let (est, spread) = unpack(cur);
             let x_ns = if failed { x_ns.max(est) } else { x_ns };
-            let dev = (x_ns - est).abs();
-            let new_spread = spread * w + dev * (1.0 - w);
-            let new_est = if x_ns > est {
-                x_ns
+            let (new_est, new_spread) = if spread < 0.0 {
+                (x_ns, 0.0)
             } else {
-                est * w + x_ns * (1.0 - w)
+                let dev = (x_ns - est).abs();
+                let new_spread = spread * w + dev * (1.0 - w);
+                let new_est = if x_ns > est {
+                    x_ns
+                } else {
+                    est * w + x_ns * (1.0 - w)
+                };
+                (new_est, new_spread)
             };
             match self.packed.compare_exchange_weak(
                 cur,
@@ -158,7 +169,7 @@ impl Ewma {
         let w = decay(dt, rates.latency);
         Reading {
             est: est * w,
-            spread: spread * w,
+            spread: spread.max(0.0) * w,
             // Only pay for the second decay when there is something to decay.
             failure: if failure > 0.0 {
                 failure * decay(dt, rates.failure)
@@ -201,6 +212,19 @@ mod tests {
     }
 
     #[test]
+    fn first_sample_replaces_the_default() {
+        let e = Ewma::new(30e6, 0);
+        assert_eq!(e.read(0, RATES).spread, 0.0);
+        e.observe(1e6, false, 1_000, RATES);
+        let r = e.read(1_000, RATES);
+        assert!((r.est - 1e6).abs() < 1.0, "{}", r.est);
+        assert_eq!(r.spread, 0.0);
+        // From then on, lower samples only pull it down with time.
+        e.observe(0.0, false, 2_000, RATES);
+        assert!(e.read(2_000, RATES).est > 0.99e6);
+    }
+
+    #[test]
     fn peak_replaces_at_once() {
         let e = Ewma::new(30e6, 0);
         e.observe(500e6, false, 1_000, RATES);
@@ -210,7 +234,8 @@ mod tests {
 
     #[test]
     fn lower_samples_pull_down_with_time_weight() {
-        let e = Ewma::new(100e6, 0);
+        let e = Ewma::new(30e6, 0);
+        e.observe(100e6, false, 0, RATES);
         // One τ later, a 0 ns sample: est = 100ms · e^-1.
         e.observe(0.0, false, 10_000_000_000, RATES);
         let r = e.read(10_000_000_000, RATES);
@@ -231,7 +256,8 @@ mod tests {
 
     #[test]
     fn failures_never_lower_the_estimate_and_raise_the_ratio() {
-        let e = Ewma::new(100e6, 0);
+        let e = Ewma::new(30e6, 0);
+        e.observe(100e6, false, 0, RATES);
         // A 1 ms failure one τ_f later: the estimate does not move down
         // (it is not even decayed: a failure is no evidence of speed).
         e.observe(1e6, true, 2_000_000_000, RATES);
