@@ -299,9 +299,11 @@ async fn without_metrics_nothing_is_recorded() {
     }
     let text = exporter.render().unwrap();
     assert!(!text.contains("lb_"), "{text}");
-    // The endpoint model still counts for itself.
-    let picks: u64 = lb.handle().endpoints().iter().map(|(_, s)| s.picks()).sum();
-    assert_eq!(picks, 10);
+    // The endpoint model still counts requests for itself; picks are only
+    // counted for metrics.
+    let eps = lb.handle().endpoints();
+    assert_eq!(eps.iter().map(|(_, s)| s.requests()).sum::<u64>(), 10);
+    assert_eq!(eps.iter().map(|(_, s)| s.picks()).sum::<u64>(), 0);
 }
 
 #[tokio::test]

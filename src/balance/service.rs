@@ -93,6 +93,7 @@ impl<K, S: Clone, P: Picker, C> Shared<K, S, P, C> {
             table: &snap.table,
             now,
             now_ns,
+            rates: self.model.rates,
             rng: &self.model.rng,
             cap: self.cap,
             avoid,

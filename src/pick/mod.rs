@@ -79,6 +79,7 @@ pub struct Context<'a, T> {
     pub(crate) table: &'a T,
     pub(crate) now: Instant,
     pub(crate) now_ns: u64,
+    pub(crate) rates: crate::endpoint::Rates,
     pub(crate) rng: &'a RngSource,
     pub(crate) cap: Option<usize>,
     /// Ids of endpoints this request should avoid (tried by a retry).
@@ -151,7 +152,7 @@ impl<'a, T> Context<'a, T> {
     /// Endpoint `i`'s latency estimate, decayed to the time of this pick.
     #[inline(always)]
     pub fn estimate(&self, i: usize) -> Estimate {
-        self.states[i].estimate_ns(self.now_ns)
+        self.states[i].estimate_with(self.now_ns, self.rates)
     }
 
     /// The picker's table for this snapshot.
@@ -171,6 +172,7 @@ impl<'a, T> Context<'a, T> {
             table,
             now: self.now,
             now_ns: self.now_ns,
+            rates: self.rates,
             rng: self.rng,
             cap: self.cap,
             avoid: self.avoid,
@@ -375,6 +377,7 @@ pub(crate) mod testing {
                 table,
                 now,
                 now_ns: self.model.nanos(now),
+                rates: self.model.rates,
                 rng: &self.model.rng,
                 cap: self.cap,
                 avoid: &[],
