@@ -362,12 +362,12 @@ impl EndpointState {
         let rates = self.model.rates;
         let dt = self.latency.observe(sample, failed, now_ns, rates);
         if outcome == Outcome::Success {
-            self.parallelism.observe(
-                sample,
-                concurrency,
-                decay(dt, rates.latency),
-                decay(dt, rates.latency * (1.0 / FLOOR_DECAY_FACTOR)),
-            );
+            self.parallelism.observe(sample, concurrency, || {
+                (
+                    decay(dt, rates.latency),
+                    decay(dt, rates.latency * (1.0 / FLOOR_DECAY_FACTOR)),
+                )
+            });
         }
     }
 }

@@ -9,8 +9,8 @@
 //! `latency · (in_flight / p + 1)`:
 //!
 //! * a **floor** latency `base` (the unloaded service time) follows samples
-//!   down at once and creeps up slowly (time constant 6τ), so a replica that
-//!   permanently slows down is re-based;
+//!   down at once and creeps up slowly with queued samples (time constant
+//!   6τ), so a replica that permanently slows down is re-based;
 //! * a sample taken with `k` requests in flight (its own included) whose
 //!   latency stays within 25% of the floor shows the replica served `k` at
 //!   once without queueing: `p = max(p, k)`;
@@ -67,28 +67,32 @@ impl Parallelism {
     }
 
     /// Records a successful call of `latency_ns` that had `k` requests in
-    /// flight (itself included) when dispatched. `w` is the latency EWMA's
-    /// weight for this sample, `w_floor` the floor's (slower) weight.
-    pub(crate) fn observe(&self, latency_ns: f64, k: usize, w: f64, w_floor: f64) {
+    /// flight (itself included) when dispatched. `weights` gives the latency
+    /// EWMA's weight for this sample and the floor's (slower) weight; it is
+    /// only called for a queued sample, the one case that blends.
+    pub(crate) fn observe(&self, latency_ns: f64, k: usize, weights: impl FnOnce() -> (f64, f64)) {
         let k = k.max(1) as f64;
         // A load and a store: this is a heuristic estimate, and a sample lost
         // to a concurrent update on the same endpoint costs nothing, while a
         // compare-exchange loop costs a read-modify-write on every response.
         let (base, p) = unpack(self.packed.load(Ordering::Relaxed));
-        {
-            let base = if latency_ns < base || !base.is_finite() {
-                latency_ns
-            } else {
-                base * w_floor + latency_ns * (1.0 - w_floor)
-            };
-            let p = if latency_ns <= base * QUEUE_TOLERANCE {
-                p.max(k)
-            } else {
-                let managed = (k * base / latency_ns).max(1.0);
-                (p * w + managed * (1.0 - w)).max(1.0)
-            };
-            self.packed.store(pack(base, p), Ordering::Relaxed);
-        }
+        let (base, p) = if latency_ns < base || !base.is_finite() {
+            // A new floor: this sample was not queued.
+            (latency_ns, p.max(k))
+        } else if latency_ns <= base * QUEUE_TOLERANCE {
+            if k <= p {
+                return; // nothing learned: skip the write
+            }
+            (base, k)
+        } else {
+            let (w, w_floor) = weights();
+            let managed = (k * base / latency_ns).max(1.0);
+            (
+                base * w_floor + latency_ns * (1.0 - w_floor),
+                (p * w + managed * (1.0 - w)).max(1.0),
+            )
+        };
+        self.packed.store(pack(base, p), Ordering::Relaxed);
     }
 }
 
@@ -100,7 +104,7 @@ mod tests {
     fn unqueued_concurrency_raises_p() {
         let p = Parallelism::new();
         for k in 1..=16 {
-            p.observe(50e6, k, 0.99, 0.999);
+            p.observe(50e6, k, || (0.99, 0.999));
         }
         assert_eq!(p.get(), 16.0);
         assert_eq!(p.floor(), 50e6);
@@ -109,11 +113,11 @@ mod tests {
     #[test]
     fn queued_samples_pull_p_toward_what_was_managed() {
         let p = Parallelism::new();
-        p.observe(50e6, 8, 0.5, 0.999);
+        p.observe(50e6, 8, || (0.5, 0.999));
         assert_eq!(p.get(), 8.0);
         // 8 in flight but twice the floor latency: about 4 at once.
         for _ in 0..40 {
-            p.observe(100e6, 8, 0.5, 1.0);
+            p.observe(100e6, 8, || (0.5, 1.0));
         }
         assert!((p.get() - 4.0).abs() < 0.01, "{}", p.get());
     }
@@ -121,8 +125,8 @@ mod tests {
     #[test]
     fn never_below_one() {
         let p = Parallelism::new();
-        p.observe(1e6, 1, 0.0, 1.0);
-        p.observe(1e9, 1, 0.0, 1.0);
+        p.observe(1e6, 1, || (0.0, 1.0));
+        p.observe(1e9, 1, || (0.0, 1.0));
         assert_eq!(p.get(), 1.0);
     }
 }

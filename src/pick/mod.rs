@@ -286,6 +286,83 @@ pub(crate) fn best_of<T>(
     }
 }
 
+/// Like [`best_of`], for scores given as fractions `num / den` (`den > 0`):
+/// candidates are compared by cross-multiplication, so a pick divides
+/// nothing.
+#[inline]
+pub(crate) fn best_of_fraction<T>(
+    cx: &Context<'_, T>,
+    k: usize,
+    mut score: impl FnMut(usize) -> (f64, f64),
+) -> Option<usize> {
+    let n = cx.len();
+    if n <= k {
+        return cx.min_by_score(|i| {
+            let (num, den) = score(i);
+            num / den
+        });
+    }
+    let k = k.min(MAX_CHOICES);
+    // Unavailable candidates get an infinite cost; the best is chosen with
+    // selects rather than branches (which candidate wins is a coin toss the
+    // branch predictor would lose).
+    let (mut best, mut best_num, mut best_den) = (usize::MAX, f64::INFINITY, 1.0);
+    let mut consider = |i: usize| {
+        let (num, den) = if cx.is_available(i) {
+            score(i)
+        } else {
+            (f64::INFINITY, 1.0)
+        };
+        let better = num * best_den < best_num * den;
+        best = if better { i } else { best };
+        best_num = if better { num } else { best_num };
+        best_den = if better { den } else { best_den };
+    };
+    if cx.sampler.is_uniform() && n < 1 << 16 {
+        // Equal weights: k distinct indices without rejection. The j-th draw
+        // is uniform over the n − j indices not drawn yet, mapped past the
+        // earlier ones (kept sorted): one random number per three draws.
+        let mut draw = Draws::new(cx);
+        let mut taken = [0usize; MAX_CHOICES];
+        for j in 0..k {
+            let mut i = draw.below(cx, n - j);
+            let mut pos = 0;
+            while pos < j && taken[pos] <= i {
+                i += 1;
+                pos += 1;
+            }
+            taken.copy_within(pos..j, pos + 1);
+            taken[pos] = i;
+            consider(i);
+        }
+    } else {
+        let mut seen = [0usize; MAX_CHOICES];
+        let mut drawn = 0;
+        // Duplicates are redrawn a bounded number of times: heavy weights
+        // make them likely, and a repeated candidate adds nothing.
+        for _ in 0..2 * k + 2 {
+            if drawn == k {
+                break;
+            }
+            let i = cx.sample();
+            if seen[..drawn].contains(&i) {
+                continue;
+            }
+            seen[drawn] = i;
+            drawn += 1;
+            consider(i);
+        }
+    }
+    if best == usize::MAX {
+        cx.min_by_score(|i| {
+            let (num, den) = score(i);
+            num / den
+        })
+    } else {
+        Some(best)
+    }
+}
+
 /// Bits of one random number used per uniform draw: three draws per `u64`,
 /// with a bias of at most `n / 2^21` (0.05% at 1,024 endpoints).
 const LANE_BITS: u32 = 21;
@@ -308,6 +385,12 @@ impl Draws {
         if !cx.sampler.is_uniform() || n >= 1 << 16 {
             return cx.sample();
         }
+        self.below(cx, n)
+    }
+
+    /// A uniform index in `0..n` (`n < 2^16`).
+    #[inline(always)]
+    fn below<T>(&mut self, cx: &Context<'_, T>, n: usize) -> usize {
         if self.lanes == 0 {
             self.bits = cx.random();
             self.lanes = 64 / LANE_BITS;

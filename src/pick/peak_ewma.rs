@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use super::{Context, MAX_CHOICES, Pick, Picker, best_of};
+use super::{Context, MAX_CHOICES, Pick, Picker, best_of_fraction};
 use crate::endpoint::EndpointState;
 use crate::error::ConfigError;
 
@@ -114,10 +114,17 @@ impl PeakEwma {
     /// The cost of endpoint `i` at the time of the pick.
     #[inline(always)]
     pub fn cost<T>(&self, cx: &Context<'_, T>, i: usize) -> f64 {
+        let (num, den) = self.cost_fraction(cx, i);
+        num / den
+    }
+
+    /// The cost as `numerator / denominator`, so picks compare candidates
+    /// by cross-multiplication instead of dividing.
+    #[inline(always)]
+    fn cost_fraction<T>(&self, cx: &Context<'_, T>, i: usize) -> (f64, f64) {
         let e = cx.estimate(i);
         let state = cx.endpoint(i);
-        // (in_flight / p + 1) as one fraction, so the whole cost takes one
-        // division.
+        // (in_flight / p + 1) = (in_flight + p) / p.
         let p = if self.learn_parallelism {
             state.parallelism()
         } else {
@@ -127,8 +134,10 @@ impl PeakEwma {
         // replica failing half its calls costs 4× and a dead one (f → 1)
         // is left alone until its failures are forgiven.
         let ok = (1.0 - e.failure_rate).max(MIN_SUCCESS);
-        (e.mean_ns + self.spread_factor * e.spread_ns) * (state.in_flight() as f64 + p)
-            / (p * cx.weight(i) * ok * ok)
+        (
+            (e.mean_ns + self.spread_factor * e.spread_ns) * (state.in_flight() as i64 as f64 + p),
+            p * cx.weight(i) * ok * ok,
+        )
     }
 }
 
@@ -147,7 +156,7 @@ impl Picker for PeakEwma {
 impl<Req> Pick<Req> for PeakEwma {
     #[inline]
     fn pick(&self, _: &Req, cx: &Context<'_, ()>) -> Option<usize> {
-        best_of(cx, self.choices, |i| self.cost(cx, i))
+        best_of_fraction(cx, self.choices, |i| self.cost_fraction(cx, i))
     }
 }
 
