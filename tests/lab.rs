@@ -350,13 +350,22 @@ fn same_seed_gives_identical_json_with_retries_breakers_and_ejection() {
 fn failover_ejection() -> &'static Report {
     static R: OnceLock<Report> = OnceLock::new();
     // server-1 is down from 10 s to 20 s; retry, breakers and ejection on.
-    R.get_or_init(|| sim("failover-ejection", 30, &["peak_ewma", "round_robin"], None))
+    R.get_or_init(|| {
+        sim(
+            "failover-ejection",
+            30,
+            &["peak_ewma", "round_robin", "least_in_flight"],
+            None,
+        )
+    })
 }
 
 #[test]
 fn failover_ejection_keeps_errors_under_a_tenth_of_a_percent() {
+    // least_in_flight too: without ejection (`failover`) the dead backend's
+    // instant failures draw its traffic and a third of the requests fail.
     let r = failover_ejection();
-    for picker in ["peak_ewma", "round_robin"] {
+    for picker in ["peak_ewma", "round_robin", "least_in_flight"] {
         let x = run(r, picker);
         assert!(
             x.error_rate < 0.001,
