@@ -24,6 +24,7 @@ fn sim(scenario: &str, secs: u64, pickers: &[&str], seed: Option<u64>) -> Report
         ),
         seed,
         quiet: true,
+        metrics_addr: None,
     };
     run_scenario(&sc, &opts).expect("scenario runs")
 }
@@ -330,9 +331,156 @@ fn same_seed_gives_identical_json() {
 }
 
 #[test]
-fn same_seed_gives_identical_json_with_retries() {
-    // A dead backend and the retry layer: backoff jitter is random too.
-    assert_reproducible("failover", 15);
+fn same_seed_gives_identical_json_with_retries_breakers_and_ejection() {
+    // A dead backend, the retry layer (backoff jitter), circuit breakers
+    // (open-wait jitter) and outlier ejection (ejection jitter): every
+    // random draw of the resilience stack must come from the seed.
+    assert_reproducible("failover-ejection", 15);
+    // ...and the run did exercise them.
+    let r = sim("failover-ejection", 15, &["round_robin"], Some(7));
+    let rr = run(&r, "round_robin");
+    assert!(rr.retries.is_some_and(|n| n > 0), "{}", summary(&r));
+    let opens = rr.breaker_opens.as_ref().map_or(0, |v| v[0]);
+    let ejections = rr.ejections.as_ref().map_or(0, |v| v[0]);
+    assert!(opens > 0 && ejections > 0, "{}", summary(&r));
+}
+
+// ------------------------------------------------------------ failover-ejection
+
+fn failover_ejection() -> &'static Report {
+    static R: OnceLock<Report> = OnceLock::new();
+    // server-1 is down from 10 s to 20 s; retry, breakers and ejection on.
+    R.get_or_init(|| {
+        sim(
+            "failover-ejection",
+            30,
+            &["peak_ewma", "round_robin", "least_in_flight"],
+            None,
+        )
+    })
+}
+
+#[test]
+fn failover_ejection_keeps_errors_under_a_tenth_of_a_percent() {
+    // least_in_flight too: without ejection (`failover`) the dead backend's
+    // instant failures draw its traffic and a third of the requests fail.
+    let r = failover_ejection();
+    for picker in ["peak_ewma", "round_robin", "least_in_flight"] {
+        let x = run(r, picker);
+        assert!(
+            x.error_rate < 0.001,
+            "{picker}: error rate {}{}",
+            x.error_rate,
+            summary(r)
+        );
+    }
+}
+
+#[test]
+fn failover_ejection_takes_the_dead_backend_out() {
+    let r = failover_ejection();
+    for picker in ["peak_ewma", "round_robin"] {
+        let x = run(r, picker);
+        let opens = x.breaker_opens.as_ref().map_or(0, |v| v[0]);
+        let ejections = x.ejections.as_ref().map_or(0, |v| v[0]);
+        assert!(
+            opens + ejections > 0,
+            "{picker}: server-1 neither ejected nor its breaker opened{}",
+            summary(r)
+        );
+        // The healthy backends were never ejected.
+        let others: u64 = x.ejections.iter().flat_map(|v| &v[1..]).sum();
+        assert_eq!(others, 0, "{picker}{}", summary(r));
+        // From a second after it died until it revives, server-1 gets
+        // (almost) nothing: probes only.
+        let down = &x.timeline[11..20];
+        let share = down.iter().map(|s| s.share[0]).sum::<f64>() / down.len() as f64;
+        assert!(
+            share < 0.02,
+            "{picker}: server-1 share {share:.3} while down{}",
+            summary(r)
+        );
+        // It is let back in within 5 s of reviving.
+        assert!(
+            x.timeline[20..26].iter().any(|s| s.share[0] > 0.1),
+            "{picker}: server-1 not back by 26 s{}",
+            summary(r)
+        );
+    }
+}
+
+// ---------------------------------------------------------- http and metrics
+
+const HTTP: &str = r#"
+name = "http-metrics"
+duration = "2s"
+pickers = ["peak_ewma"]
+
+[load]
+vus = 4
+think = "10ms"
+
+[resilience.breaker]
+minimum_calls = 5
+window = 10
+
+[[backend]]
+name = "fast"
+delay = "5ms"
+[[backend]]
+name = "slow"
+delay = "20ms"
+"#;
+
+fn get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    Ok(out)
+}
+
+#[test]
+fn http_mode_serves_prometheus_metrics_while_it_runs() {
+    let sc = Scenario::parse(HTTP, "http-metrics.toml").expect("parses");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let opts = Options {
+        quiet: true,
+        metrics_addr: Some(tx),
+        ..Options::default()
+    };
+    let lab = std::thread::spawn(move || run_scenario(&sc, &opts));
+    let addr = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the lab reports its metrics address");
+    // Scrape until the balancer's counters show up (the run lasts 2 s of
+    // real time; the first answers take 5 ms).
+    let mut page = String::new();
+    while !lab.is_finished() {
+        if let Ok(p) = get(addr, "/metrics") {
+            page = p;
+            if page.contains("lb_requests_total") {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let report = lab.join().expect("no panic").expect("the run succeeds");
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    assert!(page.contains("lb_requests_total{"), "{page}");
+    assert!(page.contains(r#"lb_endpoint="fast""#), "{page}");
+    assert!(page.contains(r#"lb_name="peak_ewma""#), "{page}");
+    assert!(page.contains("lb_breaker_state"), "{page}");
+    assert!(
+        run(&report, "peak_ewma").requests > 10,
+        "{}",
+        summary(&report)
+    );
 }
 
 // ----------------------------------------------------------------- bad input
@@ -422,6 +570,63 @@ fn an_out_of_range_value_is_named() {
         err.message.contains("backend[0].events[0].error_rate"),
         "{err}"
     );
+}
+
+#[test]
+fn bad_resilience_settings_are_named() {
+    for (name, section, field) in [
+        (
+            "breaker-rate",
+            "[resilience.breaker]\nfailure_rate = 150",
+            "resilience.breaker.failure_rate",
+        ),
+        (
+            "breaker-min",
+            "[resilience.breaker]\nwindow = 10\nminimum_calls = 20",
+            "resilience.breaker.minimum_calls",
+        ),
+        (
+            "breaker-window",
+            "[resilience.breaker]\nwindow = -1",
+            "resilience.breaker.window",
+        ),
+        (
+            "breaker-time",
+            "[resilience.breaker]\nwindow = \"1.5s\"",
+            "resilience.breaker.window",
+        ),
+        (
+            "breaker-probes",
+            "[resilience.breaker]\nhalf_open_probes = 0",
+            "resilience.breaker.half_open_probes",
+        ),
+        (
+            "outlier-pct",
+            "[resilience.outlier]\nmax_ejection_percent = 101",
+            "resilience.outlier.max_ejection_percent",
+        ),
+        (
+            "outlier-interval",
+            "[resilience.outlier]\ninterval = \"0\"",
+            "resilience.outlier.interval",
+        ),
+        (
+            "outlier-typo",
+            "[resilience.outlier]\nconsecutive_failure = 5",
+            "consecutive_failure",
+        ),
+        (
+            "panic",
+            "[resilience]\npanic_threshold = 120",
+            "resilience.panic_threshold",
+        ),
+    ] {
+        let err = bad(
+            name,
+            &GOOD.replace("[load]", &format!("{section}\n\n[load]")),
+        );
+        assert!(err.message.contains(field), "{name}: {err}");
+    }
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //! on loopback, a hyper-util client).
 
 use std::io::Write as _;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +15,11 @@ use hyper_util::rt::TokioExecutor;
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt};
 use tower_lb::Balance;
+use tower_lb::breaker::State as BreakerState;
 use tower_lb::classify::HttpClassify;
+use tower_lb::metrics::Metrics;
+use tower_lb::metrics::prometheus::Exporter;
+use tower_lb::outlier::EjectionReason;
 use tower_lb::pick::{self, Pick};
 use tower_lb::retry::RetryLayer;
 
@@ -43,6 +48,9 @@ pub struct Options {
     pub seed: Option<u64>,
     /// No progress line.
     pub quiet: bool,
+    /// http mode: told the address of the `/metrics` server once it listens
+    /// (tests scrape it while the lab runs).
+    pub metrics_addr: Option<std::sync::mpsc::Sender<SocketAddr>>,
 }
 
 /// Runs every picker of the scenario and returns the report.
@@ -69,6 +77,8 @@ struct Ctx<'a> {
     quiet: bool,
     /// Position in the picker list, for the progress line.
     nth: (usize, usize),
+    /// http mode: where the balancers report their metrics.
+    exporter: Option<&'a Exporter>,
 }
 
 async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
@@ -79,6 +89,23 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
     }
     let pickers = opts.pickers.clone().unwrap_or_else(|| sc.pickers.clone());
     let mut report = Report::new(sc, opts.sim, seed, duration.as_secs_f64());
+    // http mode only: the sim stays free of the SDK (and of real sockets).
+    let mut _metrics_server = None;
+    let exporter = if opts.sim {
+        None
+    } else {
+        let exporter = Exporter::new()
+            .map_err(|e| LabError::runtime(format!("cannot start the metrics exporter: {e}")))?;
+        let (addr, task) = server::serve_metrics(exporter.clone()).await?;
+        _metrics_server = Some(task);
+        if !opts.quiet {
+            eprintln!("metrics: http://{addr}/metrics");
+        }
+        if let Some(tx) = &opts.metrics_addr {
+            let _ = tx.send(addr);
+        }
+        Some(exporter)
+    };
     for (k, &name) in pickers.iter().enumerate() {
         let ctx = Ctx {
             sc,
@@ -87,6 +114,7 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
             seed,
             quiet: opts.quiet,
             nth: (k + 1, pickers.len()),
+            exporter: exporter.as_ref(),
         };
         match run_picker(&ctx, name).await? {
             Ok(r) => report.runs.push(r),
@@ -200,12 +228,62 @@ where
         t
     };
     let weighted = sc.weighted(name);
-    let mut lbs = Vec::with_capacity(sc.load.clients as usize);
-    for c in 0..sc.load.clients {
+    let clients = sc.load.clients;
+    // One retry layer (and budget) per client balancer, as each caller
+    // replica would have its own.
+    let retries = match &sc.resilience.retry {
+        Some(spec) => Some(
+            (0..clients)
+                .map(|_| retry_layer(spec))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| LabError::input(format!("[resilience.retry]: {e}")))?,
+        ),
+        None => None,
+    };
+    let res = &sc.resilience;
+    let bad = |(field, problem): (String, String)| {
+        LabError::input(format!("scenario {}: `{field}`: {problem}", sc.name))
+    };
+    let outlier = res
+        .outlier
+        .as_ref()
+        .map(|o| o.config())
+        .transpose()
+        .map_err(bad)?;
+    let names: Arc<[String]> = sc.backends.iter().map(|b| b.name.clone()).collect();
+    let mut lbs = Vec::with_capacity(clients as usize);
+    for c in 0..clients {
         let mut b = Balance::builder()
             .picker(make(&backends))
             .classify(HttpClassify::new())
             .seed(sub_seed(ctx.seed, 2000 + u64::from(c)));
+        if let Some(spec) = &res.breaker {
+            b = b.circuit_breaker(
+                spec.config(sub_seed(ctx.seed, 4000 + u64::from(c)))
+                    .map_err(bad)?,
+            );
+        }
+        if let Some(o) = &outlier {
+            b = b.outlier_detection(o.clone());
+        }
+        if let Some(p) = res.panic_threshold {
+            b = b.panic_threshold(p);
+        }
+        if let Some(exporter) = ctx.exporter {
+            let lb_name = if clients == 1 {
+                name.as_str().to_string()
+            } else {
+                format!("lab-{name}-{c}")
+            };
+            let mut m = Metrics::new(&exporter.meter(), lb_name);
+            if let Some(layers) = &retries {
+                m = m.retries(&layers[c as usize]);
+            }
+            let names = names.clone();
+            b = b.metrics_with(m, move |&i: &usize| {
+                names.get(i).cloned().unwrap_or_else(|| i.to_string())
+            });
+        }
         for (i, (t, spec)) in targets.iter().zip(&sc.backends).enumerate() {
             let ep = Endpoint {
                 idx: i,
@@ -229,17 +307,6 @@ where
         ips: sc.load.client_ips,
         seed: ctx.seed,
     });
-    // One retry layer (and budget) per client balancer, as each caller
-    // replica would have its own.
-    let retries = match &sc.resilience.retry {
-        Some(spec) => Some(
-            (0..lbs.len())
-                .map(|_| retry_layer(spec))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| LabError::input(format!("[resilience.retry]: {e}")))?,
-        ),
-        None => None,
-    };
     let users: Vec<_> = (0..sc.max_vus() as usize)
         .map(|u| {
             let c = u % lbs.len();
@@ -264,10 +331,21 @@ where
     });
     tokio::time::sleep_until(end).await;
     let mut in_flight = vec![0; n];
+    let mut ejections = vec![0; n];
+    let mut opens = vec![0; n];
     for lb in &lbs {
         for (i, st) in lb.handle().endpoints() {
             if let Some(x) = in_flight.get_mut(i) {
                 *x += st.in_flight();
+            }
+            if let Some(x) = ejections.get_mut(i) {
+                *x += EjectionReason::ALL
+                    .iter()
+                    .map(|&r| st.outlier().ejections(r))
+                    .sum::<u64>();
+            }
+            if let (Some(x), Some(b)) = (opens.get_mut(i), st.breaker()) {
+                *x += b.transitions_to(BreakerState::Open);
             }
         }
     }
@@ -283,6 +361,8 @@ where
     }
     let mut report = rec.finish(name.as_str(), weighted, in_flight, !ctx.sim);
     report.retries = retries.map(|ls| ls.iter().map(|l| l.stats().retries()).sum());
+    report.ejections = res.outlier.is_some().then_some(ejections);
+    report.breaker_opens = res.breaker.is_some().then_some(opens);
     Ok(report)
 }
 

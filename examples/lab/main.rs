@@ -41,7 +41,10 @@ usage: cargo run --release --example lab -- [FLAGS]
   --json FILE            write every number to FILE, and a chart next to it (.svg)
   --seed N               seed of every random number (default: the scenario's, else 1)
   --quiet                no progress line
-  --help                 this text";
+  --help                 this text
+
+In http mode (without --sim) Prometheus metrics are served while the lab
+runs, at the address printed at the start (metrics: http://127.0.0.1:PORT/metrics).";
 
 /// Parsed command line.
 #[derive(Debug, Clone)]

@@ -185,6 +185,8 @@ impl Recorder {
                 picks: s.picks.clone(),
                 in_flight_end,
                 retries: None,
+                ejections: None,
+                breaker_opens: None,
                 pick_ns: wall.then_some(round(pick_ns, 1)),
                 pick_ns_measured: pick_ns,
                 timeline,

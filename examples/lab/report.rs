@@ -76,6 +76,12 @@ pub struct PickerReport {
     pub in_flight_end: Vec<usize>,
     /// Retries sent by the retry layer (`null` without one).
     pub retries: Option<u64>,
+    /// Outlier ejections of each backend, summed over the clients'
+    /// balancers (`null` without `[resilience.outlier]`).
+    pub ejections: Option<Vec<u64>>,
+    /// Times each backend's circuit breaker opened, summed over the
+    /// clients' balancers (`null` without `[resilience.breaker]`).
+    pub breaker_opens: Option<Vec<u64>>,
     /// Mean wall-clock time of `call` on the client stack (pick included),
     /// in ns; `null` in `--sim` so that the JSON is exactly reproducible.
     pub pick_ns: Option<f64>,
@@ -224,8 +230,20 @@ impl Report {
             );
         }
         for r in &self.runs {
+            let mut parts = Vec::new();
             if let Some(n) = r.retries {
-                let _ = writeln!(out, "{}: {n} retries", r.picker);
+                parts.push(format!("{n} retries"));
+            }
+            let per_backend =
+                |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join("/");
+            if let Some(v) = &r.ejections {
+                parts.push(format!("ejections {}", per_backend(v)));
+            }
+            if let Some(v) = &r.breaker_opens {
+                parts.push(format!("breaker opens {}", per_backend(v)));
+            }
+            if !parts.is_empty() {
+                let _ = writeln!(out, "{}: {}", r.picker, parts.join(", "));
             }
         }
         for n in &self.notes {

@@ -11,6 +11,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
+use tower_lb::metrics::prometheus::Exporter;
 
 use super::backend::{Answer, Backend};
 use super::endpoint::EndpointError;
@@ -82,5 +83,52 @@ async fn accept(listener: TcpListener, backend: Arc<Backend>) {
                 .serve_connection(TokioIo::new(stream), svc)
                 .await;
         });
+    }
+}
+
+/// Serves the exporter's Prometheus text at `/metrics` on an ephemeral
+/// 127.0.0.1 port; aborting the task stops it.
+pub async fn serve_metrics(exporter: Exporter) -> Result<(SocketAddr, AbortOnDrop), LabError> {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| LabError::runtime(format!("cannot bind 127.0.0.1:0: {e}")))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| LabError::runtime(format!("no local address: {e}")))?;
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
+            };
+            let exporter = exporter.clone();
+            tokio::spawn(async move {
+                let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                    let res = if req.uri().path() == "/metrics" {
+                        exporter.response()
+                    } else {
+                        let mut res = http::Response::new("see /metrics\n".to_string());
+                        *res.status_mut() = http::StatusCode::NOT_FOUND;
+                        res
+                    };
+                    std::future::ready(Ok::<_, std::convert::Infallible>(
+                        res.map(|b| Full::new(Bytes::from(b))),
+                    ))
+                });
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    Ok((addr, AbortOnDrop(task)))
+}
+
+/// A task aborted when this is dropped.
+pub struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
