@@ -24,7 +24,7 @@ use tower_lb::pick::{self, Pick};
 use tower_lb::retry::RetryLayer;
 
 use super::backend::{Backend, Rng, sub_seed};
-use super::endpoint::{Endpoint, LabRequest, LabResponse, Target};
+use super::endpoint::{Endpoint, LabRequest, LabResponse, Parts, Target};
 use super::error::LabError;
 use super::oracle::Oracle;
 use super::record::Recorder;
@@ -285,12 +285,12 @@ where
             });
         }
         for (i, (t, spec)) in targets.iter().zip(&sc.backends).enumerate() {
-            let ep = Endpoint {
+            let ep = Endpoint::new(Parts {
                 idx: i,
                 target: t.clone(),
                 overhead: sc.load.overhead.0,
                 rec: rec.clone(),
-            };
+            });
             b = b.weighted_endpoint(i, ep, if weighted { spec.weight } else { 1.0 });
         }
         lbs.push(
