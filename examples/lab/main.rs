@@ -6,7 +6,7 @@
 //! cargo run --release --example lab -- --sim --json out.json   # + out.svg
 //! ```
 //!
-//! See `examples/lab/README.md` for the table, the scenario format and the
+//! See "The lab in detail" in the top-level README for the table, the scenario format and the
 //! JSON schema.
 
 pub mod backend;

@@ -296,6 +296,6 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             entries.push(Arc::new(Entry { key, service }));
         }
         shared.publish(entries, states);
-        Ok(Balance { shared })
+        Ok(Balance::from_shared(shared))
     }
 }

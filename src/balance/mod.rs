@@ -51,6 +51,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
+use arc_swap::cache::Cache;
 
 pub use builder::Builder;
 pub use discover::{discover, spawn_discover};
@@ -70,12 +71,47 @@ use crate::pick::{PeakEwma, Picker};
 /// Build one with [`Balance::builder`]; see the [module docs](self).
 pub struct Balance<K, S, P: Picker = PeakEwma, C = ErrIsFailure> {
     pub(crate) shared: Arc<Shared<K, S, P, C>>,
+    /// This clone's view of the endpoint set: one relaxed pointer compare
+    /// per call while the set is unchanged, instead of an `arc_swap` load.
+    /// (An idle clone keeps the set it last saw, and the services in it,
+    /// alive until its next call or its drop.)
+    snapshot: SnapshotCache<K, S, P, C>,
+}
+
+/// A clone's cached view of the shared endpoint set.
+type SnapshotCache<K, S, P, C> =
+    Cache<SetRef<K, S, P, C>, Arc<Snapshot<K, S, <P as Picker>::Table>>>;
+
+/// Dereferences to a balancer's shared endpoint set (for [`Cache`]).
+pub(crate) struct SetRef<K, S, P: Picker, C>(Arc<Shared<K, S, P, C>>);
+
+impl<K, S, P: Picker, C> Clone for SetRef<K, S, P, C> {
+    fn clone(&self) -> Self {
+        Self(Arc::clone(&self.0))
+    }
+}
+
+impl<K, S, P: Picker, C> std::ops::Deref for SetRef<K, S, P, C> {
+    type Target = ArcSwap<Snapshot<K, S, P::Table>>;
+    fn deref(&self) -> &Self::Target {
+        &self.0.set
+    }
+}
+
+impl<K, S, P: Picker, C> Balance<K, S, P, C> {
+    pub(crate) fn from_shared(shared: Arc<Shared<K, S, P, C>>) -> Self {
+        Self {
+            snapshot: Cache::new(SetRef(Arc::clone(&shared))),
+            shared,
+        }
+    }
 }
 
 impl<K, S, P: Picker, C> Clone for Balance<K, S, P, C> {
     fn clone(&self) -> Self {
         Self {
             shared: Arc::clone(&self.shared),
+            snapshot: self.snapshot.clone(),
         }
     }
 }

@@ -39,15 +39,15 @@ where
 
     fn call(&mut self, req: Req) -> Self::Future {
         let shared = &*self.shared;
-        let snap = shared.set.load();
+        let snap = &**self.snapshot.load();
         let now = Instant::now();
         #[cfg(feature = "metrics")]
         let picked = match &shared.metrics {
-            Some(m) => m.metrics.time_pick(|| shared.dispatch(&snap, &req, now)),
-            None => shared.dispatch(&snap, &req, now),
+            Some(m) => m.metrics.time_pick(|| shared.dispatch(snap, &req, now)),
+            None => shared.dispatch(snap, &req, now),
         };
         #[cfg(not(feature = "metrics"))]
-        let picked = shared.dispatch(&snap, &req, now);
+        let picked = shared.dispatch(snap, &req, now);
         match picked {
             Ok((service, guard)) => {
                 ResponseFuture::running(service.oneshot(req), guard, shared.classify.clone())

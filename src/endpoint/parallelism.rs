@@ -70,6 +70,7 @@ impl Parallelism {
     /// flight (itself included) when dispatched. `weights` gives the latency
     /// EWMA's weight for this sample and the floor's (slower) weight; it is
     /// only called for a queued sample, the one case that blends.
+    #[inline]
     pub(crate) fn observe(&self, latency_ns: f64, k: usize, weights: impl FnOnce() -> (f64, f64)) {
         let k = k.max(1) as f64;
         // A load and a store: this is a heuristic estimate, and a sample lost

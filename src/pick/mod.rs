@@ -303,64 +303,130 @@ pub(crate) fn best_of_fraction<T>(
         });
     }
     let k = k.min(MAX_CHOICES);
-    // Unavailable candidates get an infinite cost; the best is chosen with
-    // selects rather than branches (which candidate wins is a coin toss the
-    // branch predictor would lose).
-    let (mut best, mut best_num, mut best_den) = (usize::MAX, f64::INFINITY, 1.0);
-    let mut consider = |i: usize| {
-        let (num, den) = if cx.is_available(i) {
-            score(i)
-        } else {
-            (f64::INFINITY, 1.0)
-        };
-        let better = num * best_den < best_num * den;
-        best = if better { i } else { best };
-        best_num = if better { num } else { best_num };
-        best_den = if better { den } else { best_den };
-    };
-    if cx.sampler.is_uniform() && n < 1 << 16 {
-        // Equal weights: k distinct indices without rejection. The j-th draw
-        // is uniform over the n − j indices not drawn yet, mapped past the
-        // earlier ones (kept sorted): one random number per three draws.
-        let mut draw = Draws::new(cx);
-        let mut taken = [0usize; MAX_CHOICES];
-        for j in 0..k {
-            let mut i = draw.below(cx, n - j);
-            let mut pos = 0;
-            while pos < j && taken[pos] <= i {
-                i += 1;
-                pos += 1;
-            }
-            taken.copy_within(pos..j, pos + 1);
-            taken[pos] = i;
-            consider(i);
+    let uniform = cx.sampler.is_uniform() && n < 1 << 16;
+    if uniform && k <= 3 {
+        if let Some(i) = best_of_three_uniform(cx, k, &mut score) {
+            return Some(i);
         }
     } else {
-        let mut seen = [0usize; MAX_CHOICES];
-        let mut drawn = 0;
-        // Duplicates are redrawn a bounded number of times: heavy weights
-        // make them likely, and a repeated candidate adds nothing.
-        for _ in 0..2 * k + 2 {
-            if drawn == k {
-                break;
+        // Unavailable candidates get an infinite cost.
+        let (mut best, mut best_num, mut best_den) = (usize::MAX, f64::INFINITY, 1.0);
+        let mut consider = |i: usize| {
+            let (num, den) = if cx.is_available(i) {
+                score(i)
+            } else {
+                (f64::INFINITY, 1.0)
+            };
+            if num * best_den < best_num * den {
+                (best, best_num, best_den) = (i, num, den);
             }
-            let i = cx.sample();
-            if seen[..drawn].contains(&i) {
-                continue;
+        };
+        if uniform {
+            // Equal weights: k distinct indices without rejection. The j-th
+            // draw is uniform over the n − j indices not drawn yet, mapped
+            // past the earlier ones (kept sorted).
+            let mut draw = Draws::new(cx);
+            let mut taken = [0usize; MAX_CHOICES];
+            for j in 0..k {
+                let mut i = draw.below(cx, n - j);
+                let mut pos = 0;
+                while pos < j && taken[pos] <= i {
+                    i += 1;
+                    pos += 1;
+                }
+                taken.copy_within(pos..j, pos + 1);
+                taken[pos] = i;
+                consider(i);
             }
-            seen[drawn] = i;
-            drawn += 1;
-            consider(i);
+        } else {
+            let mut seen = [0usize; MAX_CHOICES];
+            let mut drawn = 0;
+            // Duplicates are redrawn a bounded number of times: heavy
+            // weights make them likely, and a repeated candidate adds nothing.
+            for _ in 0..2 * k + 2 {
+                if drawn == k {
+                    break;
+                }
+                let i = cx.sample();
+                if seen[..drawn].contains(&i) {
+                    continue;
+                }
+                seen[drawn] = i;
+                drawn += 1;
+                consider(i);
+            }
+        }
+        if best != usize::MAX {
+            return Some(best);
         }
     }
-    if best == usize::MAX {
-        cx.min_by_score(|i| {
+    // No candidate drawn was available: look at every endpoint.
+    cx.min_by_score(|i| {
+        let (num, den) = score(i);
+        num / den
+    })
+}
+
+/// The common case of [`best_of_fraction`] (equal weights, at most three
+/// choices, the default), written without data-dependent branches: which
+/// candidate wins is a coin toss, and mispredicted branches cost more than
+/// the costs. `None` when no candidate was available.
+#[inline(always)]
+pub(crate) fn best_of_three_uniform<T>(
+    cx: &Context<'_, T>,
+    k: usize,
+    score: &mut impl FnMut(usize) -> (f64, f64),
+) -> Option<usize> {
+    let candidates = three_distinct(cx, k);
+    // One call site for `score`, so it inlines.
+    let mut best = u64::MAX;
+    for (slot, &i) in candidates.iter().enumerate().take(k) {
+        let cost = if cx.is_available(i) {
             let (num, den) = score(i);
             num / den
-        })
-    } else {
-        Some(best)
+        } else {
+            f64::INFINITY
+        };
+        best = best.min(cost_key(cost, slot));
     }
+    key_winner(best, &candidates)
+}
+
+/// Up to three distinct uniform indices (the first `k` are meaningful),
+/// without rejection: each draw is uniform over the indices not drawn yet,
+/// shifted past the earlier ones. Needs `len() > k` and `len() < 2^16`.
+#[inline(always)]
+pub(crate) fn three_distinct<T>(cx: &Context<'_, T>, k: usize) -> [usize; 3] {
+    let n = cx.len();
+    let mut draw = Draws::new(cx);
+    let a = draw.below(cx, n);
+    let (mut b, mut c) = (a, a);
+    if k >= 2 {
+        b = draw.below(cx, n - 1);
+        b += usize::from(b >= a);
+    }
+    if k == 3 {
+        let (lo, hi) = (a.min(b), a.max(b));
+        c = draw.below(cx, n - 2);
+        c += usize::from(c >= lo);
+        c += usize::from(c >= hi);
+    }
+    [a, b, c]
+}
+
+/// A cost's bits with the candidate's slot in the low 2 bits (a relative
+/// change below 1e-15): non-negative floats order like their bits, so an
+/// integer `min` (a conditional move) picks the cheapest.
+#[inline(always)]
+pub(crate) fn cost_key(cost: f64, slot: usize) -> u64 {
+    (cost.to_bits() & !3) | slot as u64
+}
+
+/// The candidate with the smallest key, unless it cost infinity (or NaN):
+/// then none was available.
+#[inline(always)]
+pub(crate) fn key_winner(best: u64, candidates: &[usize; 3]) -> Option<usize> {
+    (best >> 52 < 0x7FF).then(|| candidates[(best & 3) as usize])
 }
 
 /// Bits of one random number used per uniform draw: three draws per `u64`,

@@ -1,6 +1,8 @@
 use std::sync::Arc;
 
-use super::{Context, MAX_CHOICES, Pick, Picker, best_of_fraction};
+use super::{
+    Context, MAX_CHOICES, Pick, Picker, best_of_fraction, cost_key, key_winner, three_distinct,
+};
 use crate::endpoint::EndpointState;
 use crate::error::ConfigError;
 
@@ -156,6 +158,25 @@ impl Picker for PeakEwma {
 impl<Req> Pick<Req> for PeakEwma {
     #[inline]
     fn pick(&self, _: &Req, cx: &Context<'_, ()>) -> Option<usize> {
+        let n = cx.len();
+        if n > self.choices && self.choices <= 3 && n < 1 << 16 && cx.sampler.is_uniform() {
+            // The default's path, with the cost inlined (through a closure
+            // shared with the fallbacks it would be a call per candidate).
+            let candidates = three_distinct(cx, self.choices);
+            let mut best = u64::MAX;
+            for (slot, &i) in candidates.iter().enumerate().take(self.choices) {
+                let cost = if cx.is_available(i) {
+                    let (num, den) = self.cost_fraction(cx, i);
+                    num / den
+                } else {
+                    f64::INFINITY
+                };
+                best = best.min(cost_key(cost, slot));
+            }
+            if let Some(i) = key_winner(best, &candidates) {
+                return Some(i);
+            }
+        }
         best_of_fraction(cx, self.choices, |i| self.cost_fraction(cx, i))
     }
 }
