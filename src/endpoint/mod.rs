@@ -90,18 +90,14 @@ pub struct Estimate {
 /// Live state of one endpoint: in-flight count, weight, latency and outcome
 /// counters.
 #[derive(Debug)]
+#[repr(C)]
 pub struct EndpointState {
+    /// Everything a pick reads and a response writes, in one cache line.
+    hot: Hot,
     id: u64,
     key_hash: u64,
-    in_flight: AtomicUsize,
-    weight: AtomicU64,
-    latency: Ewma,
-    parallelism: Parallelism,
-    requests: AtomicU64,
     failures: AtomicU64,
     picks: AtomicU64,
-    /// Start of this endpoint's slow-start ramp (ns since epoch), if it has one.
-    ramp_start: Option<u64>,
     outlier: HostStats,
     breaker: Option<CircuitBreaker>,
     /// False once the endpoint has left the set (its breaker's transitions
@@ -112,6 +108,26 @@ pub struct EndpointState {
     #[cfg(feature = "metrics")]
     metrics: Option<crate::metrics::EndpointMetrics>,
 }
+
+/// The fields on the request path, kept to one 64-byte cache line: a pick
+/// reads one line per candidate, and two threads picking over the same
+/// endpoints bounce one line per endpoint rather than two or three.
+#[derive(Debug)]
+#[repr(C, align(64))]
+struct Hot {
+    in_flight: AtomicUsize,
+    latency: Ewma,
+    parallelism: Parallelism,
+    weight: AtomicU64,
+    /// Start of this endpoint's slow-start ramp (ns since epoch);
+    /// `NO_RAMP` when it has none.
+    ramp_start: u64,
+    requests: AtomicU64,
+}
+
+const NO_RAMP: u64 = u64::MAX;
+
+const _: () = assert!(std::mem::size_of::<Hot>() == 64);
 
 impl EndpointState {
     pub(crate) fn new(
@@ -128,16 +144,22 @@ impl EndpointState {
             CircuitBreaker::new(cfg).on_transition(health::count_transitions(model, &live))
         });
         Self {
+            hot: Hot {
+                in_flight: AtomicUsize::new(0),
+                latency: Ewma::new(model.default_rtt_ns, now_ns),
+                parallelism: Parallelism::new(),
+                weight: AtomicU64::new(weight.to_bits()),
+                ramp_start: if ramp && model.slow_start.is_some() {
+                    now_ns
+                } else {
+                    NO_RAMP
+                },
+                requests: AtomicU64::new(0),
+            },
             id,
             key_hash,
-            in_flight: AtomicUsize::new(0),
-            weight: AtomicU64::new(weight.to_bits()),
-            latency: Ewma::new(model.default_rtt_ns, now_ns),
-            parallelism: Parallelism::new(),
-            requests: AtomicU64::new(0),
             failures: AtomicU64::new(0),
             picks: AtomicU64::new(0),
-            ramp_start: (ramp && model.slow_start.is_some()).then_some(now_ns),
             outlier: HostStats::default(),
             breaker,
             live,
@@ -173,17 +195,17 @@ impl EndpointState {
     /// Requests dispatched to this endpoint and not yet finished.
     #[inline(always)]
     pub fn in_flight(&self) -> usize {
-        self.in_flight.load(Ordering::Relaxed)
+        self.hot.in_flight.load(Ordering::Relaxed)
     }
 
     /// The configured weight.
     #[inline(always)]
     pub fn weight(&self) -> f64 {
-        f64::from_bits(self.weight.load(Ordering::Relaxed))
+        f64::from_bits(self.hot.weight.load(Ordering::Relaxed))
     }
 
     pub(crate) fn set_weight(&self, w: f64) {
-        self.weight.store(w.to_bits(), Ordering::Relaxed);
+        self.hot.weight.store(w.to_bits(), Ordering::Relaxed);
     }
 
     /// The weight after slow start, at `now_ns` (ns since the balancer's epoch).
@@ -191,12 +213,12 @@ impl EndpointState {
     pub(crate) fn effective_weight_ns(&self, now_ns: u64) -> f64 {
         let w = self.weight();
         // `ramp_start` is only set when the model has slow start.
-        match self.ramp_start {
-            Some(start) => match &self.model.slow_start {
+        match self.hot.ramp_start {
+            NO_RAMP => w,
+            start => match &self.model.slow_start {
                 Some(ss) => w * ss.factor(now_ns.saturating_sub(start)),
                 None => w,
             },
-            None => w,
         }
     }
 
@@ -214,7 +236,7 @@ impl EndpointState {
     /// hand (a pick carries them, saving a pointer chase per candidate).
     #[inline(always)]
     pub(crate) fn estimate_with(&self, now_ns: u64, rates: Rates) -> Estimate {
-        let r = self.latency.read(now_ns, rates);
+        let r = self.hot.latency.read(now_ns, rates);
         Estimate {
             mean_ns: r.est,
             spread_ns: r.spread,
@@ -232,13 +254,13 @@ impl EndpointState {
     /// the `parallelism` notes in the crate docs of [`PeakEwma`](crate::pick::PeakEwma)).
     #[inline(always)]
     pub fn parallelism(&self) -> f64 {
-        self.parallelism.get()
+        self.hot.parallelism.get()
     }
 
     /// The unloaded ("floor") latency the parallelism estimate is measured
     /// against; `None` before the first successful call.
     pub fn floor_latency(&self) -> Option<Duration> {
-        let f = self.parallelism.floor();
+        let f = self.hot.parallelism.floor();
         f.is_finite().then(|| Duration::from_nanos(f as u64))
     }
 
@@ -276,7 +298,7 @@ impl EndpointState {
 
     /// Calls that completed with an outcome other than `Ignore`.
     pub fn requests(&self) -> u64 {
-        self.requests.load(Ordering::Relaxed)
+        self.hot.requests.load(Ordering::Relaxed)
     }
 
     /// Calls classified as failures.
@@ -317,8 +339,9 @@ impl EndpointState {
     #[inline]
     pub(crate) fn try_acquire(self: &Arc<Self>, cap: Option<usize>) -> Option<InFlight> {
         let before = match cap {
-            None => self.in_flight.fetch_add(1, Ordering::Relaxed),
+            None => self.hot.in_flight.fetch_add(1, Ordering::Relaxed),
             Some(cap) => self
+                .hot
                 .in_flight
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
                     (n < cap).then_some(n + 1)
@@ -358,11 +381,11 @@ impl EndpointState {
                 }
             }
         };
-        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.hot.requests.fetch_add(1, Ordering::Relaxed);
         let rates = self.model.rates;
-        let dt = self.latency.observe(sample, failed, now_ns, rates);
+        let dt = self.hot.latency.observe(sample, failed, now_ns, rates);
         if outcome == Outcome::Success {
-            self.parallelism.observe(sample, concurrency, || {
+            self.hot.parallelism.observe(sample, concurrency, || {
                 (
                     decay(dt, rates.latency),
                     decay(dt, rates.latency * (1.0 / FLOOR_DECAY_FACTOR)),
@@ -449,6 +472,6 @@ impl Drop for InFlight {
             // Abandoned: frees a half-open probe slot, records nothing.
             b.release_ticket(t);
         }
-        self.state.in_flight.fetch_sub(1, Ordering::Release);
+        self.state.hot.in_flight.fetch_sub(1, Ordering::Release);
     }
 }
