@@ -13,6 +13,31 @@ use std::net::{IpAddr, SocketAddr};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ConnectInfo<T>(pub T);
 
+/// A request key for the hash pickers: the [`client_ip`] of a request
+/// (first `X-Forwarded-For` hop, else the peer address), hashed with
+/// [`hash_ip`](crate::pick::key::hash_ip) so it agrees with
+/// [`ForwardedFor`](crate::pick::ForwardedFor) on the same address.
+///
+/// ```
+/// use std::net::SocketAddr;
+/// use tower_lb::http::{ClientIp, ConnectInfo};
+/// use tower_lb::pick::{RequestKey, key::hash_ip};
+///
+/// let mut req = http::Request::new(());
+/// let peer: SocketAddr = "198.51.100.2:41000".parse().unwrap();
+/// req.extensions_mut().insert(ConnectInfo(peer));
+/// assert_eq!(ClientIp.key(&req), Some(hash_ip(peer.ip())));
+/// // A balancer with client-IP affinity: `pick::RingHash::new(ClientIp)`.
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClientIp;
+
+impl<B> crate::pick::RequestKey<::http::Request<B>> for ClientIp {
+    fn key(&self, req: &::http::Request<B>) -> Option<u64> {
+        client_ip(req).map(crate::pick::key::hash_ip)
+    }
+}
+
 /// The client's IP address: the first hop of the first `X-Forwarded-For`
 /// header, or else the peer address in the request's extensions
 /// ([`ConnectInfo<SocketAddr>`], then a bare `SocketAddr`). `None` when

@@ -64,7 +64,7 @@ mod set_origin;
 use std::collections::HashSet;
 
 pub use classify::{Classifier, ClassifyError, ClientErrors};
-pub use client_ip::{ConnectInfo, client_ip};
+pub use client_ip::{ClientIp, ConnectInfo, client_ip};
 pub use origin::Origin;
 pub use set_origin::{HostHeader, OriginRequest, SetOrigin};
 

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 /// Resolves a host name and port to socket addresses.
 pub trait Resolve: Send + Sync + 'static {
     /// All addresses of `host` with `port`. An empty list is treated as a
-    /// failure by [`Dns`].
+    /// failure by [`Dns`](super::Dns).
     fn resolve(
         &self,
         host: &str,

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-/// Counters of a [`Dns`] driver, readable while it runs. Cheap to clone;
+/// Counters of a [`Dns`](super::Dns) driver, readable while it runs. Cheap to clone;
 /// clones share the counters.
 #[derive(Debug, Clone, Default)]
 pub struct DnsStats(pub(super) Arc<Counters>);
