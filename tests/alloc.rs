@@ -1,5 +1,6 @@
 //! The `Balance` request path allocates nothing per request (beyond what the
-//! inner service does): counted with a global allocator.
+//! inner service does), with metrics off and on: counted with a global
+//! allocator. One `#[test]`, so no other test thread allocates meanwhile.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::{Ready, ready};
@@ -53,7 +54,11 @@ fn allocations_per_request<P: pick::Pick<u64>>(picker: P) -> usize {
     for i in 0..16u32 {
         b = b.weighted_endpoint(i, Noop, 1.0 + f64::from(i % 3));
     }
-    let mut lb = b.build().unwrap();
+    count(b.build().unwrap(), 100)
+}
+
+/// Allocations in 10,000 calls, after `warm_up` calls.
+fn count<P: pick::Pick<u64>>(mut lb: Balance<u32, Noop, P>, warm_up: u64) -> usize {
     let mut cx = Context::from_waker(Waker::noop());
     let mut run = |n: u64| {
         for i in 0..n {
@@ -64,8 +69,11 @@ fn allocations_per_request<P: pick::Pick<u64>>(picker: P) -> usize {
             }
         }
     };
-    // Warm up thread-locals (arc-swap's debt list, the RNG).
-    run(100);
+    // Warm up thread-locals (arc-swap's debt list, the RNG) and, with
+    // metrics, the SDK's tracker for each attribute set (created on first
+    // record; a latency-aware picker may reach some endpoints only after a
+    // few thousand requests).
+    run(warm_up);
     let before = ALLOCS.load(Ordering::Relaxed);
     run(10_000);
     ALLOCS.load(Ordering::Relaxed) - before
@@ -81,4 +89,36 @@ fn balance_path_does_not_allocate() {
     assert_eq!(allocations_per_request(pick::LeastInFlight::new()), 0);
     assert_eq!(allocations_per_request(pick::P2cLeastInFlight::new()), 0);
     assert_eq!(allocations_per_request(pick::LeastResponseTime::new()), 0);
+    #[cfg(feature = "metrics")]
+    with_metrics();
+}
+
+/// The duration histogram is recorded with attribute sets built when the
+/// endpoint joined, on a real SDK meter provider.
+#[cfg(feature = "metrics")]
+fn with_metrics() {
+    use opentelemetry::metrics::MeterProvider;
+    use opentelemetry_sdk::metrics::{ManualReader, SdkMeterProvider};
+    use tower_lb::metrics::Metrics;
+
+    let provider = SdkMeterProvider::builder()
+        .with_reader(ManualReader::builder().build())
+        .build();
+    let meter = provider.meter("alloc-test");
+    fn build<P: pick::Picker>(
+        p: P,
+        meter: &opentelemetry::metrics::Meter,
+    ) -> Balance<u32, Noop, P> {
+        let mut b = Balance::builder()
+            .picker(p)
+            .seed(1)
+            .metrics(Metrics::new(meter, "alloc"));
+        for i in 0..16u32 {
+            b = b.weighted_endpoint(i, Noop, 1.0 + f64::from(i % 3));
+        }
+        b.build().unwrap()
+    }
+    assert_eq!(count(build(pick::PeakEwma::default(), &meter), 20_000), 0);
+    assert_eq!(count(build(pick::RoundRobin::new(), &meter), 20_000), 0);
+    assert_eq!(count(build(pick::LeastInFlight::new(), &meter), 20_000), 0);
 }
