@@ -553,3 +553,34 @@ async fn call_avoiding_steers_away_from_tried_endpoints() {
     let (_, none) = call_avoiding(&[], || ());
     assert_eq!(none, None);
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_endpoint_that_never_answers_is_avoided_once_calls_to_it_time_out() {
+    // Calls to "hole" never finish; the caller's timeout abandons them, so
+    // nothing is ever classified for it. Each abandoned call still tells the
+    // model the endpoint took at least that long.
+    let hole = BoxCloneSyncService::new(service_fn(|()| std::future::pending()));
+    let lb = Balance::builder()
+        .seed(12)
+        .endpoint("a", fixed("a", Duration::from_millis(50)))
+        .endpoint("hole", hole)
+        .build()
+        .unwrap();
+    let mut timeouts = 0;
+    for _ in 0..200 {
+        match tokio::time::timeout(Duration::from_millis(200), lb.clone().oneshot(())).await {
+            Ok(r) => assert_eq!(r.unwrap(), "a"),
+            Err(_) => timeouts += 1,
+        }
+    }
+    // Without the abandoned-call sample, "hole" keeps its 30 ms prior, looks
+    // faster than "a" and takes every call.
+    assert!(timeouts <= 5, "{timeouts} of 200 calls went into the hole");
+    let (_, hole) = lb
+        .handle()
+        .endpoints()
+        .into_iter()
+        .find(|(k, _)| *k == "hole")
+        .unwrap();
+    assert_eq!(hole.in_flight(), 0);
+}

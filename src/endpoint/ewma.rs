@@ -182,6 +182,18 @@ impl Ewma {
         }
     }
 
+    /// Records that a call has taken at least `x_ns` without answering (it
+    /// was abandoned at `now_ns`): a censored sample, which can only raise
+    /// the estimate, like a peak. Shorter than the estimate, it says nothing
+    /// and changes nothing.
+    pub(crate) fn observe_lower_bound(&self, x_ns: f64, now_ns: u64, rates: Rates) {
+        let est_now = self.read(now_ns, rates).est;
+        if x_ns <= est_now {
+            return;
+        }
+        self.observe(x_ns, false, now_ns, rates);
+    }
+
     /// The estimate, spread and failure ratio projected to `now_ns`,
     /// without mutation.
     #[inline(always)]
@@ -250,6 +262,18 @@ mod tests {
             x = x * 1.01 + 0.001;
         }
         assert_eq!(exp_neg(1e6), 0.0);
+    }
+
+    #[test]
+    fn abandoned_calls_only_raise_the_estimate() {
+        let e = Ewma::new(30e6, 0);
+        e.observe(50e6, false, 0, RATES);
+        // Cut after 10 ms: no news.
+        e.observe_lower_bound(10e6, 1_000, RATES);
+        assert!((e.read(1_000, RATES).est - 50e6).abs() < 1e3);
+        // Cut after 1 s: it takes at least that long.
+        e.observe_lower_bound(1e9, 2_000, RATES);
+        assert!((e.read(2_000, RATES).est - 1e9).abs() < 1e3);
     }
 
     #[test]

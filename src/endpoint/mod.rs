@@ -353,6 +353,7 @@ impl EndpointState {
             concurrency: before + 1,
             ticket: None,
             start_ns: 0,
+            pending: false,
         })
     }
 
@@ -405,6 +406,8 @@ pub struct InFlight {
     ticket: Option<Ticket>,
     /// When the call was dispatched, in ns since the balancer's epoch.
     start_ns: u64,
+    /// Dispatched and not completed: a drop now is an abandoned call.
+    pending: bool,
 }
 
 impl InFlight {
@@ -423,6 +426,7 @@ impl InFlight {
     #[inline]
     pub(crate) fn started_at(mut self, now_ns: u64) -> Self {
         self.start_ns = now_ns;
+        self.pending = true;
         self
     }
 
@@ -440,6 +444,7 @@ impl InFlight {
     }
 
     fn complete(mut self, outcome: Outcome, latency: Duration, now: Instant, now_ns: u64) {
+        self.pending = false;
         let state = &*self.state;
         state.record(outcome, latency.as_nanos() as u64, now_ns, self.concurrency);
         #[cfg(feature = "metrics")]
@@ -468,6 +473,19 @@ impl InFlight {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
+        if self.pending {
+            // Abandoned (a timeout, a lost hedge, a caller gone): not a
+            // failure, but the endpoint took at least this long. Without it
+            // an endpoint that never answers would have its calls cut by
+            // per-try timeouts, record nothing, and look idle and fast.
+            let state = &*self.state;
+            let now_ns = state.model.nanos(Instant::now());
+            let waited = now_ns.saturating_sub(self.start_ns) as f64;
+            state
+                .hot
+                .latency
+                .observe_lower_bound(waited, now_ns, state.model.rates);
+        }
         if let (Some(b), Some(t)) = (&self.state.breaker, self.ticket.take()) {
             // Abandoned: frees a half-open probe slot, records nothing.
             b.release_ticket(t);
