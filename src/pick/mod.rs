@@ -241,54 +241,11 @@ impl<'a, T> Context<'a, T> {
 /// Most candidates a sampling picker may draw per pick.
 pub const MAX_CHOICES: usize = 16;
 
-/// The available endpoint with the lowest `score` among `k` distinct
+/// The available endpoint with the lowest score among `k` distinct
 /// weighted-random candidates; a full scan when the pool has at most `k`
-/// endpoints or when no candidate drawn was available.
-#[inline]
-pub(crate) fn best_of<T>(
-    cx: &Context<'_, T>,
-    k: usize,
-    mut score: impl FnMut(usize) -> f64,
-) -> Option<usize> {
-    let n = cx.len();
-    if n <= k {
-        return cx.min_by_score(score);
-    }
-    let k = k.min(MAX_CHOICES);
-    let mut draw = Draws::new(cx);
-    let mut seen = [0usize; MAX_CHOICES];
-    let mut drawn = 0;
-    let (mut best, mut best_score) = (usize::MAX, f64::INFINITY);
-    // Duplicates are redrawn a bounded number of times: heavy weights make
-    // them likely, and a repeated candidate adds nothing.
-    for _ in 0..2 * k + 2 {
-        if drawn == k {
-            break;
-        }
-        let i = draw.next(cx);
-        if seen[..drawn].contains(&i) {
-            continue;
-        }
-        seen[drawn] = i;
-        drawn += 1;
-        if !cx.is_available(i) {
-            continue;
-        }
-        let s = score(i);
-        if s < best_score || best == usize::MAX {
-            (best, best_score) = (i, s);
-        }
-    }
-    if best == usize::MAX {
-        cx.min_by_score(score)
-    } else {
-        Some(best)
-    }
-}
-
-/// Like [`best_of`], for scores given as fractions `num / den` (`den > 0`):
-/// candidates are compared by cross-multiplication, so a pick divides
-/// nothing.
+/// endpoints or when no candidate drawn was available. Scores are fractions
+/// `num / den` (`den > 0`), compared by cross-multiplication, so a sampled
+/// pick divides nothing.
 #[inline]
 pub(crate) fn best_of_fraction<T>(
     cx: &Context<'_, T>,
@@ -304,11 +261,7 @@ pub(crate) fn best_of_fraction<T>(
     }
     let k = k.min(MAX_CHOICES);
     let uniform = cx.sampler.is_uniform() && n < 1 << 16;
-    if uniform && k <= 3 {
-        if let Some(i) = best_of_three_uniform(cx, k, &mut score) {
-            return Some(i);
-        }
-    } else {
+    'sampled: {
         // Unavailable candidates get an infinite cost.
         let (mut best, mut best_num, mut best_den) = (usize::MAX, f64::INFINITY, 1.0);
         let mut consider = |i: usize| {
@@ -356,40 +309,16 @@ pub(crate) fn best_of_fraction<T>(
                 consider(i);
             }
         }
-        if best != usize::MAX {
-            return Some(best);
+        if best == usize::MAX {
+            break 'sampled;
         }
+        return Some(best);
     }
     // No candidate drawn was available: look at every endpoint.
     cx.min_by_score(|i| {
         let (num, den) = score(i);
         num / den
     })
-}
-
-/// The common case of [`best_of_fraction`] (equal weights, at most three
-/// choices, the default), written without data-dependent branches: which
-/// candidate wins is a coin toss, and mispredicted branches cost more than
-/// the costs. `None` when no candidate was available.
-#[inline(always)]
-pub(crate) fn best_of_three_uniform<T>(
-    cx: &Context<'_, T>,
-    k: usize,
-    score: &mut impl FnMut(usize) -> (f64, f64),
-) -> Option<usize> {
-    let candidates = three_distinct(cx, k);
-    // One call site for `score`, so it inlines.
-    let mut best = u64::MAX;
-    for (slot, &i) in candidates.iter().enumerate().take(k) {
-        let cost = if cx.is_available(i) {
-            let (num, den) = score(i);
-            num / den
-        } else {
-            f64::INFINITY
-        };
-        best = best.min(cost_key(cost, slot));
-    }
-    key_winner(best, &candidates)
 }
 
 /// Up to three distinct uniform indices (the first `k` are meaningful),
@@ -433,8 +362,8 @@ pub(crate) fn key_winner(best: u64, candidates: &[usize; 3]) -> Option<usize> {
 /// with a bias of at most `n / 2^21` (0.05% at 1,024 endpoints).
 const LANE_BITS: u32 = 21;
 
-/// Weighted-random candidate indices for one pick. With equal weights,
-/// three indices come from each random number.
+/// Uniform candidate indices for one pick: three come from each random
+/// number.
 struct Draws {
     bits: u64,
     lanes: u32,
@@ -443,15 +372,6 @@ struct Draws {
 impl Draws {
     fn new<T>(_: &Context<'_, T>) -> Self {
         Self { bits: 0, lanes: 0 }
-    }
-
-    #[inline(always)]
-    fn next<T>(&mut self, cx: &Context<'_, T>) -> usize {
-        let n = cx.len();
-        if !cx.sampler.is_uniform() || n >= 1 << 16 {
-            return cx.sample();
-        }
-        self.below(cx, n)
     }
 
     /// A uniform index in `0..n` (`n < 2^16`).

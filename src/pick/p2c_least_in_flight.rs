@@ -26,8 +26,7 @@ impl Picker for P2cLeastInFlight {
 
 impl<Req> Pick<Req> for P2cLeastInFlight {
     fn pick(&self, _: &Req, cx: &Context<'_, ()>) -> Option<usize> {
-        let score = |i: usize| (cx.in_flight(i) + 1) as f64 / cx.weight(i);
-        super::best_of(cx, 2, score)
+        super::best_of_fraction(cx, 2, |i| ((cx.in_flight(i) + 1) as f64, cx.weight(i)))
     }
 }
 
