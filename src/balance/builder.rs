@@ -27,6 +27,12 @@ use crate::rng::RngSource;
 pub struct Builder<K, S, P = PeakEwma, C = ErrIsFailure> {
     picker: P,
     classify: C,
+    cfg: Settings<K, S>,
+}
+
+/// Everything a [`Builder`] holds besides its picker and classifier (which
+/// change its type).
+struct Settings<K, S> {
     endpoints: Vec<(K, S, f64)>,
     cap: Option<usize>,
     decay: Duration,
@@ -48,20 +54,22 @@ impl<K, S> Builder<K, S> {
         Self {
             picker: PeakEwma::default(),
             classify: ErrIsFailure,
-            endpoints: Vec::new(),
-            cap: None,
-            decay: DEFAULT_DECAY,
-            default_rtt: DEFAULT_RTT,
-            failure_penalty: DEFAULT_FAILURE_PENALTY,
-            failure_decay: DEFAULT_FAILURE_DECAY,
-            slow_start: None,
-            seed: None,
-            breaker: None,
-            outlier: None,
-            panic_threshold: DEFAULT_PANIC_THRESHOLD,
-            panic_mode: PanicMode::RouteAll,
-            #[cfg(feature = "metrics")]
-            metrics: None,
+            cfg: Settings {
+                endpoints: Vec::new(),
+                cap: None,
+                decay: DEFAULT_DECAY,
+                default_rtt: DEFAULT_RTT,
+                failure_penalty: DEFAULT_FAILURE_PENALTY,
+                failure_decay: DEFAULT_FAILURE_DECAY,
+                slow_start: None,
+                seed: None,
+                breaker: None,
+                outlier: None,
+                panic_threshold: DEFAULT_PANIC_THRESHOLD,
+                panic_mode: PanicMode::RouteAll,
+                #[cfg(feature = "metrics")]
+                metrics: None,
+            },
         }
     }
 }
@@ -72,20 +80,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         Builder {
             picker,
             classify: self.classify,
-            endpoints: self.endpoints,
-            cap: self.cap,
-            decay: self.decay,
-            default_rtt: self.default_rtt,
-            failure_penalty: self.failure_penalty,
-            failure_decay: self.failure_decay,
-            slow_start: self.slow_start,
-            seed: self.seed,
-            breaker: self.breaker,
-            outlier: self.outlier,
-            panic_threshold: self.panic_threshold,
-            panic_mode: self.panic_mode,
-            #[cfg(feature = "metrics")]
-            metrics: self.metrics,
+            cfg: self.cfg,
         }
     }
 
@@ -95,20 +90,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         Builder {
             picker: self.picker,
             classify,
-            endpoints: self.endpoints,
-            cap: self.cap,
-            decay: self.decay,
-            default_rtt: self.default_rtt,
-            failure_penalty: self.failure_penalty,
-            failure_decay: self.failure_decay,
-            slow_start: self.slow_start,
-            seed: self.seed,
-            breaker: self.breaker,
-            outlier: self.outlier,
-            panic_threshold: self.panic_threshold,
-            panic_mode: self.panic_mode,
-            #[cfg(feature = "metrics")]
-            metrics: self.metrics,
+            cfg: self.cfg,
         }
     }
 
@@ -119,33 +101,33 @@ impl<K, S, P, C> Builder<K, S, P, C> {
 
     /// Adds an endpoint with a weight (finite, > 0; checked in `build`).
     pub fn weighted_endpoint(mut self, key: K, service: S, weight: f64) -> Self {
-        self.endpoints.push((key, service, weight));
+        self.cfg.endpoints.push((key, service, weight));
         self
     }
 
     /// Caps the requests in flight on each endpoint (>= 1). Endpoints at the
     /// cap are skipped; when all are, calls fail with `Error::Overloaded`.
     pub fn max_in_flight(mut self, cap: usize) -> Self {
-        self.cap = Some(cap);
+        self.cfg.cap = Some(cap);
         self
     }
 
     /// Decay time constant τ of the latency EWMA (> 0; default 10 s).
     pub fn decay(mut self, tau: Duration) -> Self {
-        self.decay = tau;
+        self.cfg.decay = tau;
         self
     }
 
     /// Latency assumed for an endpoint without samples (default 30 ms).
     pub fn default_rtt(mut self, rtt: Duration) -> Self {
-        self.default_rtt = rtt;
+        self.cfg.default_rtt = rtt;
         self
     }
 
     /// Latency sample recorded for a failed call (default 1 s). A
     /// `Retry-After` hint from the classifier replaces it, capped at 30 s.
     pub fn failure_penalty(mut self, penalty: Duration) -> Self {
-        self.failure_penalty = penalty;
+        self.cfg.failure_penalty = penalty;
         self
     }
 
@@ -153,13 +135,13 @@ impl<K, S, P, C> Builder<K, S, P, C> {
     /// which [`PeakEwma`] divides into its cost: how fast recent failures
     /// are forgiven.
     pub fn failure_decay(mut self, tau: Duration) -> Self {
-        self.failure_decay = tau;
+        self.cfg.failure_decay = tau;
         self
     }
 
     /// Ramps the weight of endpoints inserted after `build` (off by default).
     pub fn slow_start(mut self, slow_start: SlowStart) -> Self {
-        self.slow_start = Some(slow_start);
+        self.cfg.slow_start = Some(slow_start);
         self
     }
 
@@ -167,7 +149,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
     /// repeat exactly (for simulations and tests). Unseeded balancers use a
     /// thread-local generator.
     pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = Some(seed);
+        self.cfg.seed = Some(seed);
         self
     }
 
@@ -175,13 +157,13 @@ impl<K, S, P, C> Builder<K, S, P, C> {
     /// (off by default). An endpoint whose breaker is open is not picked;
     /// a half-open one receives exactly the configured number of probes.
     pub fn circuit_breaker(mut self, config: CircuitBreakerConfig) -> Self {
-        self.breaker = Some(config);
+        self.cfg.breaker = Some(config);
         self
     }
 
     /// Ejects outlier endpoints (off by default); see [`crate::outlier`].
     pub fn outlier_detection(mut self, config: OutlierDetection) -> Self {
-        self.outlier = Some(config);
+        self.cfg.outlier = Some(config);
         self
     }
 
@@ -189,13 +171,13 @@ impl<K, S, P, C> Builder<K, S, P, C> {
     /// closed), the balancer panics: see [`panic_mode`](Self::panic_mode).
     /// `0..=100`; 0 turns panic routing off. Default 50 (Envoy's).
     pub fn panic_threshold(mut self, percent: f64) -> Self {
-        self.panic_threshold = percent;
+        self.cfg.panic_threshold = percent;
         self
     }
 
     /// What to do in panic (default: route over all endpoints).
     pub fn panic_mode(mut self, mode: PanicMode) -> Self {
-        self.panic_mode = mode;
+        self.cfg.panic_mode = mode;
         self
     }
 
@@ -219,7 +201,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         metrics: crate::metrics::Metrics,
         label: impl Fn(&K) -> String + Send + Sync + 'static,
     ) -> Self {
-        self.metrics = Some(crate::metrics::Setup {
+        self.cfg.metrics = Some(crate::metrics::Setup {
             metrics,
             label: Arc::new(label),
         });
@@ -232,19 +214,19 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         K: Hash + Eq,
         P: Picker,
     {
-        let tau = check_nonzero("decay", self.decay)?;
-        if !(0.0..=100.0).contains(&self.panic_threshold) {
+        let tau = check_nonzero("decay", self.cfg.decay)?;
+        if !(0.0..=100.0).contains(&self.cfg.panic_threshold) {
             return Err(ConfigError::new(
                 "panic_threshold",
-                self.panic_threshold,
+                self.cfg.panic_threshold,
                 "a percentage in 0..=100",
             ));
         }
-        if self.cap == Some(0) {
+        if self.cfg.cap == Some(0) {
             return Err(ConfigError::new("max_in_flight", 0, "an integer >= 1"));
         }
-        let mut seen = HashSet::with_capacity(self.endpoints.len());
-        for (key, _, w) in &self.endpoints {
+        let mut seen = HashSet::with_capacity(self.cfg.endpoints.len());
+        for (key, _, w) in &self.cfg.endpoints {
             check_weight("weight", *w)?;
             if !seen.insert(key) {
                 return Err(ConfigError::new(
@@ -256,26 +238,27 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         }
         drop(seen);
         let now = Instant::now();
-        let failure_decay = check_nonzero("failure_decay", self.failure_decay)?;
+        let failure_decay = check_nonzero("failure_decay", self.cfg.failure_decay)?;
         let model = Arc::new(Model {
             epoch: now,
             rates: Rates {
                 latency: 1.0 / tau.as_nanos() as f64,
                 failure: 1.0 / failure_decay.as_nanos() as f64,
             },
-            default_rtt_ns: self.default_rtt.as_nanos() as f64,
-            penalty_ns: self.failure_penalty.as_nanos() as f64,
-            slow_start: self.slow_start,
+            default_rtt_ns: self.cfg.default_rtt.as_nanos() as f64,
+            penalty_ns: self.cfg.failure_penalty.as_nanos() as f64,
+            slow_start: self.cfg.slow_start,
             health: Health::new(
-                self.breaker,
-                self.outlier,
-                self.panic_threshold,
-                self.panic_mode,
+                self.cfg.breaker,
+                self.cfg.outlier,
+                self.cfg.panic_threshold,
+                self.cfg.panic_mode,
             ),
-            rng: RngSource::new(self.seed),
+            rng: RngSource::new(self.cfg.seed),
         });
         #[cfg(feature = "metrics")]
         let metrics = self
+            .cfg
             .metrics
             .map(|setup| setup.attach(self.picker.name(), &model));
         let shared = Arc::new(Shared {
@@ -284,14 +267,14 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             classify: self.classify,
             writer: Mutex::new(()),
             model,
-            cap: self.cap,
+            cap: self.cfg.cap,
             next_id: AtomicU64::new(0),
             #[cfg(feature = "metrics")]
             metrics,
         });
-        let mut entries = Vec::with_capacity(self.endpoints.len());
-        let mut states = Vec::with_capacity(self.endpoints.len());
-        for (key, service, w) in self.endpoints {
+        let mut entries = Vec::with_capacity(self.cfg.endpoints.len());
+        let mut states = Vec::with_capacity(self.cfg.endpoints.len());
+        for (key, service, w) in self.cfg.endpoints {
             states.push(shared.new_endpoint(&key, w, now, false));
             entries.push(Arc::new(Entry { key, service }));
         }
