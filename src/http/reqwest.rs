@@ -24,32 +24,22 @@
 use std::time::Duration;
 
 use ::http::HeaderValue;
-use ::http::header::HOST;
 
 use super::classify::ClassifyError;
+use super::set_origin::apply_host;
 use super::{HostHeader, Origin, OriginRequest};
 use crate::classify::{Classify, ErrorKind, FailureKind, HttpClassify, Outcome, error_kind};
 
 impl OriginRequest for ::reqwest::Request {
     fn set_origin(&mut self, origin: &Origin, host: HostHeader) {
-        match host {
-            HostHeader::Keep => {}
-            HostHeader::Endpoint => {
-                self.headers_mut()
-                    .insert(HOST, origin.host_header().clone());
-            }
-            HostHeader::Original => {
-                if !self.headers().contains_key(HOST) {
-                    let original = self.url().host_str().map(|h| match self.url().port() {
-                        Some(p) => format!("{h}:{p}"),
-                        None => h.to_owned(),
-                    });
-                    if let Some(value) = original.and_then(|a| HeaderValue::from_str(&a).ok()) {
-                        self.headers_mut().insert(HOST, value);
-                    }
-                }
-            }
-        }
+        let url = self.url();
+        let original = url.host_str().map(|h| match url.port() {
+            Some(p) => format!("{h}:{p}"),
+            None => h.to_owned(),
+        });
+        apply_host(self.headers_mut(), origin, host, || {
+            original.and_then(|a| HeaderValue::from_str(&a).ok())
+        });
         let old = self.url();
         let mut url = origin.url().clone();
         url.set_path(old.path());
@@ -103,7 +93,7 @@ mod tests {
         let origin = Origin::parse("http://10.0.0.1:8080").unwrap();
         req.set_origin(&origin, HostHeader::Original);
         assert_eq!(req.url().as_str(), "http://u:p@10.0.0.1:8080/a/b?x=1");
-        assert_eq!(req.headers()[HOST], "svc.local");
+        assert_eq!(req.headers()[::http::header::HOST], "svc.local");
         assert_eq!(req.headers()["x-trace"], "t1");
     }
 }

@@ -3,8 +3,8 @@
 
 use std::task::{Context, Poll};
 
-use ::http::HeaderValue;
 use ::http::header::HOST;
+use ::http::{HeaderMap, HeaderValue};
 use tower_service::Service;
 
 use super::Origin;
@@ -41,27 +41,37 @@ pub trait OriginRequest {
     fn set_origin(&mut self, origin: &Origin, host: HostHeader);
 }
 
-impl<B> OriginRequest for ::http::Request<B> {
-    fn set_origin(&mut self, origin: &Origin, host: HostHeader) {
-        match host {
-            HostHeader::Keep => {}
-            HostHeader::Endpoint => {
-                self.headers_mut()
-                    .insert(HOST, origin.host_header().clone());
-            }
-            HostHeader::Original => {
-                if !self.headers().contains_key(HOST) {
-                    let original = self
-                        .uri()
-                        .authority()
-                        .map(|a| a.as_str().rsplit('@').next().unwrap_or_default())
-                        .and_then(|a| HeaderValue::from_str(a).ok());
-                    if let Some(value) = original {
-                        self.headers_mut().insert(HOST, value);
-                    }
-                }
+/// Applies the [`HostHeader`] policy to a request's headers; `original`
+/// gives the authority the request was made with (for `Original`).
+pub(crate) fn apply_host(
+    headers: &mut HeaderMap,
+    origin: &Origin,
+    host: HostHeader,
+    original: impl FnOnce() -> Option<HeaderValue>,
+) {
+    match host {
+        HostHeader::Keep => {}
+        HostHeader::Endpoint => {
+            headers.insert(HOST, origin.host_header().clone());
+        }
+        HostHeader::Original => {
+            if !headers.contains_key(HOST)
+                && let Some(value) = original()
+            {
+                headers.insert(HOST, value);
             }
         }
+    }
+}
+
+impl<B> OriginRequest for ::http::Request<B> {
+    fn set_origin(&mut self, origin: &Origin, host: HostHeader) {
+        let original = self
+            .uri()
+            .authority()
+            .map(|a| a.as_str().rsplit('@').next().unwrap_or_default())
+            .and_then(|a| HeaderValue::from_str(a).ok());
+        apply_host(self.headers_mut(), origin, host, || original);
         let uri = std::mem::take(self.uri_mut());
         *self.uri_mut() = origin.rewrite_uri(uri);
     }
