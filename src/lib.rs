@@ -7,11 +7,25 @@
 //! * [`Balance`] — a `Clone` service that picks an endpoint per request, with
 //!   the request in hand, over a set you can change at run time.
 //! * [`pick`] — round robin, weighted round robin, random, least in-flight
-//!   (full scan and two-choice), least response time, and the default,
-//!   [`pick::PeakEwma`]: latency-aware, load-aware, failure-aware.
+//!   (full scan and two-choice), least response time, key hash, ring hash,
+//!   Maglev (with bounded load), and the default, [`pick::PeakEwma`]:
+//!   latency-aware, load-aware, failure-aware.
 //! * [`endpoint`] — the one per-endpoint model of load and latency every part
 //!   reads: in-flight count, peak-EWMA latency with spread and decay, failure
-//!   penalties, slow start.
+//!   ratio, learned parallelism, slow start, health.
+//! * [`classify`] — what counts as a failure ([`classify::HttpClassify`] for
+//!   HTTP: 5xx, 429, `Retry-After`, slow calls).
+//! * [`retry`] — a retry layer with an exact budget, backoff with full jitter,
+//!   per-try timeouts, deadlines and hedging, which never retries on an
+//!   endpoint it already tried while another is available.
+//! * [`breaker`] — circuit breakers, per endpoint inside [`Balance`]
+//!   (`Builder::circuit_breaker`) or as a standalone layer.
+//! * [`outlier`] — outlier ejection (`Builder::outlier_detection`) and, with
+//!   it, the panic threshold.
+//! * `http` (feature `http`) — balancing a hyper-util or reqwest client over
+//!   a list of origins, and DNS discovery (feature `dns`).
+//! * `metrics` (feature `metrics`; `prometheus` for the exposition) —
+//!   OpenTelemetry instruments read from the endpoint model.
 //!
 //! ```
 //! use std::convert::Infallible;
