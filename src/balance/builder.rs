@@ -7,13 +7,13 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use tokio::time::Instant;
 
-use super::{Balance, Entry, Shared, Snapshot};
+use super::{Balance, Entry, Member, Shared, Snapshot};
 use crate::breaker::CircuitBreakerConfig;
 use crate::classify::ErrIsFailure;
 use crate::endpoint::health::Health;
 use crate::endpoint::{
     DEFAULT_DECAY, DEFAULT_FAILURE_DECAY, DEFAULT_FAILURE_PENALTY, DEFAULT_PANIC_THRESHOLD,
-    DEFAULT_RTT, Model, PanicMode, Rates, SlowStart,
+    DEFAULT_RTT, EndpointMeta, Model, PanicMode, Rates, SlowStart,
 };
 use crate::error::{ConfigError, check_nonzero, check_weight};
 use crate::outlier::OutlierDetection;
@@ -33,7 +33,7 @@ pub struct Builder<K, S, P = PeakEwma, C = ErrIsFailure> {
 /// Everything a [`Builder`] holds besides its picker and classifier (which
 /// change its type).
 struct Settings<K, S> {
-    endpoints: Vec<(K, S, f64)>,
+    endpoints: Vec<(K, S, f64, EndpointMeta)>,
     cap: Option<usize>,
     decay: Duration,
     default_rtt: Duration,
@@ -100,8 +100,14 @@ impl<K, S, P, C> Builder<K, S, P, C> {
     }
 
     /// Adds an endpoint with a weight (finite, > 0; checked in `build`).
-    pub fn weighted_endpoint(mut self, key: K, service: S, weight: f64) -> Self {
-        self.cfg.endpoints.push((key, service, weight));
+    pub fn weighted_endpoint(self, key: K, service: S, weight: f64) -> Self {
+        self.endpoint_with(key, service, weight, EndpointMeta::default())
+    }
+
+    /// Adds an endpoint with a weight (finite, > 0; checked in `build`) and
+    /// its locality, priority and labels.
+    pub fn endpoint_with(mut self, key: K, service: S, weight: f64, meta: EndpointMeta) -> Self {
+        self.cfg.endpoints.push((key, service, weight, meta));
         self
     }
 
@@ -226,7 +232,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             return Err(ConfigError::new("max_in_flight", 0, "an integer >= 1"));
         }
         let mut seen = HashSet::with_capacity(self.cfg.endpoints.len());
-        for (key, _, w) in &self.cfg.endpoints {
+        for (key, _, w, _) in &self.cfg.endpoints {
             check_weight("weight", *w)?;
             if !seen.insert(key) {
                 return Err(ConfigError::new(
@@ -262,7 +268,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             .metrics
             .map(|setup| setup.attach(self.picker.name(), &model));
         let shared = Arc::new(Shared {
-            set: ArcSwap::from_pointee(Snapshot::new(&self.picker, Vec::new(), Vec::new())),
+            set: ArcSwap::from_pointee(Snapshot::new(&self.picker, Vec::new())),
             picker: self.picker,
             classify: self.classify,
             writer: Mutex::new(()),
@@ -272,13 +278,20 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             #[cfg(feature = "metrics")]
             metrics,
         });
-        let mut entries = Vec::with_capacity(self.cfg.endpoints.len());
-        let mut states = Vec::with_capacity(self.cfg.endpoints.len());
-        for (key, service, w) in self.cfg.endpoints {
-            states.push(shared.new_endpoint(&key, w, now, false));
-            entries.push(Arc::new(Entry { key, service }));
-        }
-        shared.publish(entries, states);
+        let members = self
+            .cfg
+            .endpoints
+            .into_iter()
+            .map(|(key, service, w, meta)| {
+                let state = shared.new_endpoint(&key, w, now, false);
+                state.set_meta(meta);
+                Member {
+                    entry: Arc::new(Entry { key, service }),
+                    state,
+                }
+            })
+            .collect();
+        shared.publish(members);
         Ok(Balance::from_shared(shared))
     }
 }

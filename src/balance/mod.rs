@@ -56,7 +56,7 @@ use arc_swap::cache::Cache;
 pub use builder::Builder;
 pub use discover::{discover, spawn_discover};
 pub use future::ResponseFuture;
-pub use handle::Handle;
+pub use handle::{Edit, Handle, Upsert};
 pub use scope::{MAX_AVOID, call_avoiding};
 
 use crate::classify::ErrIsFailure;
@@ -120,7 +120,7 @@ impl<K, S, P: Picker, C> std::fmt::Debug for Balance<K, S, P, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Balance")
             .field("picker", &self.shared.picker.name())
-            .field("endpoints", &self.shared.set.load().states.len())
+            .field("endpoints", &self.shared.set.load().members.len())
             .finish()
     }
 }
@@ -187,14 +187,14 @@ impl<K, S, P: Picker, C> Shared<K, S, P, C> {
 
     /// Publishes a new endpoint set: the one place snapshots are swapped.
     /// Callers hold the writer lock (or own the only reference).
-    pub(crate) fn publish(&self, entries: Vec<Arc<Entry<K, S>>>, states: Vec<Arc<EndpointState>>) {
-        self.model.health.set_pool(&states);
+    pub(crate) fn publish(&self, members: Vec<Member<K, S>>) {
+        let snap = Snapshot::new(&self.picker, members);
+        self.model.health.set_pool(&snap.states);
         #[cfg(feature = "metrics")]
         if let Some(m) = &self.metrics {
-            m.metrics.set_pool(&states);
+            m.metrics.set_pool(&snap.member_states());
         }
-        self.set
-            .store(Arc::new(Snapshot::new(&self.picker, entries, states)));
+        self.set.store(Arc::new(snap));
     }
 }
 
@@ -204,8 +204,28 @@ pub(crate) struct Entry<K, S> {
     pub(crate) service: S,
 }
 
+/// One endpoint of the set: identity and service, and its live state.
+pub(crate) struct Member<K, S> {
+    pub(crate) entry: Arc<Entry<K, S>>,
+    pub(crate) state: Arc<EndpointState>,
+}
+
+impl<K, S> Clone for Member<K, S> {
+    fn clone(&self) -> Self {
+        Self {
+            entry: Arc::clone(&self.entry),
+            state: Arc::clone(&self.state),
+        }
+    }
+}
+
 /// An immutable view of the endpoint set.
 pub(crate) struct Snapshot<K, S, T> {
+    /// Every endpoint, draining ones included, in insertion order.
+    pub(crate) members: Vec<Member<K, S>>,
+    /// The endpoints picks choose from: the members that are not draining
+    /// (all of them when every member drains, as kube-proxy falls back to
+    /// terminating endpoints when no ready one is left).
     pub(crate) entries: Vec<Arc<Entry<K, S>>>,
     /// Parallel to `entries`; kept apart so pickers see a plain slice.
     pub(crate) states: Vec<Arc<EndpointState>>,
@@ -214,18 +234,26 @@ pub(crate) struct Snapshot<K, S, T> {
 }
 
 impl<K, S, T> Snapshot<K, S, T> {
-    pub(crate) fn new<P: Picker<Table = T>>(
-        picker: &P,
-        entries: Vec<Arc<Entry<K, S>>>,
-        states: Vec<Arc<EndpointState>>,
-    ) -> Self {
+    pub(crate) fn new<P: Picker<Table = T>>(picker: &P, members: Vec<Member<K, S>>) -> Self {
+        let serving = members.iter().any(|m| !m.state.is_draining());
+        let (entries, states): (Vec<_>, Vec<_>) = members
+            .iter()
+            .filter(|m| !serving || !m.state.is_draining())
+            .map(|m| (Arc::clone(&m.entry), Arc::clone(&m.state)))
+            .unzip();
         let weights: Vec<f64> = states.iter().map(|s| s.weight()).collect();
         Self {
             sampler: Sampler::new(&weights),
             table: picker.table(&states),
+            members,
             entries,
             states,
         }
+    }
+
+    /// The live state of every member, draining ones included.
+    pub(crate) fn member_states(&self) -> Vec<Arc<EndpointState>> {
+        self.members.iter().map(|m| Arc::clone(&m.state)).collect()
     }
 }
 

@@ -7,6 +7,7 @@
 
 mod ewma;
 pub(crate) mod health;
+mod meta;
 mod parallelism;
 mod slow_start;
 
@@ -14,9 +15,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use tokio::time::Instant;
 
 pub use health::{DEFAULT_PANIC_THRESHOLD, PanicMode};
+pub use meta::{EndpointMeta, Locality};
 pub use slow_start::SlowStart;
 
 use crate::breaker::{CircuitBreaker, Ticket};
@@ -103,6 +106,9 @@ pub struct EndpointState {
     /// False once the endpoint has left the set (its breaker's transitions
     /// then no longer count toward the balancer's health census).
     live: Arc<AtomicBool>,
+    /// Takes no new picks while set; in-flight calls finish.
+    draining: AtomicBool,
+    meta: ArcSwap<EndpointMeta>,
     model: Arc<Model>,
     /// Attribute sets and the duration histogram, when the balancer has metrics.
     #[cfg(feature = "metrics")]
@@ -163,6 +169,8 @@ impl EndpointState {
             outlier: HostStats::default(),
             breaker,
             live,
+            draining: AtomicBool::new(false),
+            meta: ArcSwap::from_pointee(EndpointMeta::default()),
             model: Arc::clone(model),
             #[cfg(feature = "metrics")]
             metrics: None,
@@ -289,6 +297,25 @@ impl EndpointState {
         self.breaker
             .as_ref()
             .is_none_or(|b| b.is_call_permitted(now))
+    }
+
+    /// The endpoint's locality, priority and labels.
+    pub fn meta(&self) -> Arc<EndpointMeta> {
+        self.meta.load_full()
+    }
+
+    pub(crate) fn set_meta(&self, meta: EndpointMeta) {
+        self.meta.store(Arc::new(meta));
+    }
+
+    /// Whether the endpoint is draining: it takes no new picks (unless no
+    /// endpoint that is not draining is left) and its calls in flight finish.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_draining(&self, on: bool) {
+        self.draining.store(on, Ordering::Relaxed);
     }
 
     /// Marks the endpoint as gone from the set.
