@@ -54,6 +54,7 @@ pub mod breaker;
 pub mod classify;
 pub mod endpoint;
 mod error;
+pub mod health;
 #[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "metrics")]
@@ -62,7 +63,9 @@ pub mod outlier;
 pub mod pick;
 pub mod retry;
 mod rng;
+mod scope;
+pub mod time;
 
 pub use balance::{Balance, Handle};
 pub use endpoint::SlowStart;
-pub use error::{ConfigError, Error};
+pub use error::{ConfigError, Error, Refusal, Unavailable};

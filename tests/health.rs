@@ -9,7 +9,7 @@ use std::time::Duration;
 use tower::util::BoxCloneSyncService;
 use tower::{ServiceExt, service_fn};
 use tower_lb::breaker::{CircuitBreakerConfig, State};
-use tower_lb::endpoint::PanicMode;
+use tower_lb::health::PanicMode;
 use tower_lb::outlier::OutlierDetection;
 use tower_lb::{Balance, ConfigError, Error, pick};
 
@@ -98,7 +98,12 @@ async fn all_breakers_open_fail_fast_with_all_unavailable() {
     let (_, err) = drive(&lb, 10).await;
     assert_eq!(err.len(), 2, "{err:?}");
     let r = lb.clone().oneshot(()).await;
-    assert!(matches!(r, Err(Error::AllUnavailable)), "{r:?}");
+    // The refusal says why: both breakers are open, and when the first
+    // admits a probe.
+    assert!(
+        matches!(&r, Err(Error::AllUnavailable(u)) if u.breaker_open == 2 && u.retry_in.is_some()),
+        "{r:?}"
+    );
     // No endpoint was left holding an in-flight slot or a probe.
     for (_, s) in lb.handle().endpoints() {
         assert_eq!(s.in_flight(), 0);

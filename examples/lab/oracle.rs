@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 use tower_lb::endpoint::EndpointState;
-use tower_lb::pick::{Context, Pick, Picker};
+use tower_lb::pick::{Pick, Picker, Pool};
 
 use super::backend::Backend;
 
@@ -36,7 +36,7 @@ impl Picker for Oracle {
 }
 
 impl<Req> Pick<Req> for Oracle {
-    fn pick(&self, _: &Req, cx: &Context<'_, ()>) -> Option<usize> {
+    fn pick(&self, _: &Req, cx: &Pool<'_, ()>) -> Option<usize> {
         let now = Instant::now();
         cx.min_by_score(|i| {
             self.backends

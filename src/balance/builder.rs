@@ -1,3 +1,5 @@
+//! [`Builder`]: configures and builds a [`Balance`].
+
 use std::collections::HashSet;
 use std::hash::Hash;
 use std::sync::atomic::AtomicU64;
@@ -7,34 +9,42 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use tokio::time::Instant;
 
-use super::{Balance, Entry, Member, Shared, Snapshot};
+use super::{Balance, Built, Entry, Label, MakeObserver, Member, Shared, Snapshot};
 use crate::breaker::CircuitBreakerConfig;
 use crate::classify::ErrIsFailure;
-use crate::endpoint::health::Health;
 use crate::endpoint::{
-    DEFAULT_DECAY, DEFAULT_FAILURE_DECAY, DEFAULT_FAILURE_PENALTY, DEFAULT_PANIC_THRESHOLD,
-    DEFAULT_RTT, EndpointMeta, Model, PanicMode, Rates, SlowStart,
+    DEFAULT_DECAY, DEFAULT_FAILURE_DECAY, DEFAULT_FAILURE_PENALTY, DEFAULT_RTT, EndpointMeta,
+    Model, Rates, SlowStart,
 };
-use crate::error::{ConfigError, check_nonzero, check_weight};
+use crate::error::{ConfigError, check_bounded, check_positive, check_weight};
+use crate::health::{
+    DEFAULT_PANIC_THRESHOLD, Events, Health, HealthEvent, PanicMode, Settings as HealthSettings,
+};
 use crate::outlier::OutlierDetection;
 use crate::pick::{PeakEwma, Picker};
 use crate::rng::RngSource;
 
-/// Configures and builds a [`Balance`]. Every value is validated in
-/// [`build`](Builder::build), which returns a [`ConfigError`] naming the
-/// field instead of panicking.
+/// The name of a balancer that was not given one.
+pub const DEFAULT_NAME: &str = "balance";
+
+/// Configures and builds a [`Balance`]. Setters never fail; every value is
+/// validated once, in [`build`](Builder::build), which returns a
+/// [`ConfigError`] naming the field (`decay`, `circuit_breaker.minimum_calls`,
+/// ...) and the allowed range instead of panicking. Every duration setting
+/// accepts at most [`MAX_DURATION`](crate::time::MAX_DURATION) (one year).
 #[must_use]
 pub struct Builder<K, S, P = PeakEwma, C = ErrIsFailure> {
     picker: P,
     classify: C,
-    cfg: Settings<K, S>,
+    pub(crate) cfg: Settings<K, S>,
 }
 
 /// Everything a [`Builder`] holds besides its picker and classifier (which
 /// change its type).
-struct Settings<K, S> {
+pub(crate) struct Settings<K, S> {
     endpoints: Vec<(K, S, f64, EndpointMeta)>,
     cap: Option<usize>,
+    timeout: Option<Duration>,
     decay: Duration,
     default_rtt: Duration,
     failure_penalty: Duration,
@@ -43,10 +53,13 @@ struct Settings<K, S> {
     seed: Option<u64>,
     breaker: Option<CircuitBreakerConfig>,
     outlier: Option<OutlierDetection>,
+    pub(crate) checks: bool,
     panic_threshold: f64,
     panic_mode: PanicMode,
-    #[cfg(feature = "metrics")]
-    metrics: Option<crate::metrics::Setup<K>>,
+    pub(crate) name: Option<Arc<str>>,
+    pub(crate) labels: Option<Label<K>>,
+    hook: Option<crate::health::Hook>,
+    pub(crate) observer: Option<MakeObserver>,
 }
 
 impl<K, S> Builder<K, S> {
@@ -57,6 +70,7 @@ impl<K, S> Builder<K, S> {
             cfg: Settings {
                 endpoints: Vec::new(),
                 cap: None,
+                timeout: None,
                 decay: DEFAULT_DECAY,
                 default_rtt: DEFAULT_RTT,
                 failure_penalty: DEFAULT_FAILURE_PENALTY,
@@ -65,10 +79,13 @@ impl<K, S> Builder<K, S> {
                 seed: None,
                 breaker: None,
                 outlier: None,
+                checks: false,
                 panic_threshold: DEFAULT_PANIC_THRESHOLD,
                 panic_mode: PanicMode::RouteAll,
-                #[cfg(feature = "metrics")]
-                metrics: None,
+                name: None,
+                labels: None,
+                hook: None,
+                observer: None,
             },
         }
     }
@@ -94,20 +111,41 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         }
     }
 
+    /// The classifier set so far.
+    pub fn classifier(&self) -> &C {
+        &self.classify
+    }
+
     /// Adds an endpoint with weight 1.
     pub fn endpoint(self, key: K, service: S) -> Self {
         self.weighted_endpoint(key, service, 1.0)
     }
 
-    /// Adds an endpoint with a weight (finite, > 0; checked in `build`).
+    /// Adds an endpoint with a weight (finite, > 0).
     pub fn weighted_endpoint(self, key: K, service: S, weight: f64) -> Self {
         self.endpoint_with(key, service, weight, EndpointMeta::default())
     }
 
-    /// Adds an endpoint with a weight (finite, > 0; checked in `build`) and
-    /// its locality, priority and labels.
+    /// Adds an endpoint with a weight (finite, > 0) and its locality,
+    /// priority and labels.
     pub fn endpoint_with(mut self, key: K, service: S, weight: f64, meta: EndpointMeta) -> Self {
         self.cfg.endpoints.push((key, service, weight, meta));
+        self
+    }
+
+    /// Names the balancer, for health events, `tracing` and metrics
+    /// (default [`DEFAULT_NAME`], or the name given to the metrics).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.cfg.name = Some(Arc::from(name.into()));
+        self
+    }
+
+    /// How events, `tracing` and metrics label an endpoint: `label` is called
+    /// once per endpoint, when it joins; keep its output bounded (no request
+    /// data). Without it, endpoints are labelled `endpoint-{id}`, or by
+    /// their key's `Display` when metrics are on.
+    pub fn labels(mut self, label: impl Fn(&K) -> String + Send + Sync + 'static) -> Self {
+        self.cfg.labels = Some(Arc::new(label));
         self
     }
 
@@ -115,6 +153,15 @@ impl<K, S, P, C> Builder<K, S, P, C> {
     /// cap are skipped; when all are, calls fail with `Error::Overloaded`.
     pub fn max_in_flight(mut self, cap: usize) -> Self {
         self.cfg.cap = Some(cap);
+        self
+    }
+
+    /// Fails a call that has not answered after `timeout` (> 0) with
+    /// [`Error::Timeout`](crate::Error::Timeout), recording it as a
+    /// `Timeout` failure of its endpoint (breaker, outlier detection,
+    /// latency). Off by default.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.cfg.timeout = Some(timeout);
         self
     }
 
@@ -173,66 +220,64 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         self
     }
 
-    /// Below this percentage of healthy endpoints (not ejected, breaker
-    /// closed), the balancer panics: see [`panic_mode`](Self::panic_mode).
-    /// `0..=100`; 0 turns panic routing off. Default 50 (Envoy's).
+    /// Below this percentage of healthy endpoints (each endpoint counted
+    /// once: not ejected, breaker closed, passing its active check), the
+    /// balancer panics: see [`panic_mode`](Self::panic_mode) and
+    /// [`crate::health`]. `0..=100`; 0 turns panic routing off. Default 50
+    /// (Envoy's).
     pub fn panic_threshold(mut self, percent: f64) -> Self {
         self.cfg.panic_threshold = percent;
         self
     }
 
-    /// What to do in panic (default: route over all endpoints).
+    /// What to do in panic (default: route over all endpoints whose breaker
+    /// admits the call).
     pub fn panic_mode(mut self, mode: PanicMode) -> Self {
         self.cfg.panic_mode = mode;
         self
     }
 
-    /// Reports OpenTelemetry metrics (feature `metrics`; off by default),
-    /// labelling each endpoint with its key's `Display`. See
-    /// [`crate::metrics`] for the instruments and their cost.
-    #[cfg(feature = "metrics")]
-    pub fn metrics(self, metrics: crate::metrics::Metrics) -> Self
-    where
-        K: std::fmt::Display,
-    {
-        self.metrics_with(metrics, |key: &K| key.to_string())
-    }
-
-    /// Like [`metrics`](Self::metrics), with `label` turning a key into its
-    /// `lb.endpoint` attribute. It is called once per endpoint, when the
-    /// endpoint joins; keep its output bounded (no request data).
-    #[cfg(feature = "metrics")]
-    pub fn metrics_with(
-        mut self,
-        metrics: crate::metrics::Metrics,
-        label: impl Fn(&K) -> String + Send + Sync + 'static,
-    ) -> Self {
-        self.cfg.metrics = Some(crate::metrics::Setup {
-            metrics,
-            label: Arc::new(label),
-        });
+    /// Calls `hook` with every health change (breaker transitions, ejection
+    /// and return, panic entered and left, active-check flips, discovery
+    /// errors), on the thread that caused it. Keep it short: log, count,
+    /// notify. The same changes are `tracing` events on target `tower_lb`.
+    pub fn on_health_change(mut self, hook: impl Fn(&HealthEvent) + Send + Sync + 'static) -> Self {
+        self.cfg.hook = Some(Arc::new(hook));
         self
     }
 
     /// Validates the configuration and builds the balancer.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming the first invalid field: `weight`,
+    /// `endpoint` (a duplicate key), `max_in_flight`, `timeout`, `decay`,
+    /// `default_rtt`, `failure_penalty`, `failure_decay`, `panic_threshold`,
+    /// or the picker's own fields (`picker.choices`, ...).
     pub fn build(self) -> Result<Balance<K, S, P, C>, ConfigError>
     where
         K: Hash + Eq,
         P: Picker,
     {
-        let tau = check_nonzero("decay", self.cfg.decay)?;
-        if !(0.0..=100.0).contains(&self.cfg.panic_threshold) {
+        let cfg = self.cfg;
+        let tau = check_positive("decay", cfg.decay)?;
+        let failure_decay = check_positive("failure_decay", cfg.failure_decay)?;
+        check_bounded("default_rtt", cfg.default_rtt)?;
+        check_bounded("failure_penalty", cfg.failure_penalty)?;
+        if let Some(t) = cfg.timeout {
+            check_positive("timeout", t)?;
+        }
+        if !(0.0..=100.0).contains(&cfg.panic_threshold) {
             return Err(ConfigError::new(
                 "panic_threshold",
-                self.cfg.panic_threshold,
+                cfg.panic_threshold,
                 "a percentage in 0..=100",
             ));
         }
-        if self.cfg.cap == Some(0) {
+        if cfg.cap == Some(0) {
             return Err(ConfigError::new("max_in_flight", 0, "an integer >= 1"));
         }
-        let mut seen = HashSet::with_capacity(self.cfg.endpoints.len());
-        for (key, _, w, _) in &self.cfg.endpoints {
+        let mut seen = HashSet::with_capacity(cfg.endpoints.len());
+        for (key, _, w, _) in &cfg.endpoints {
             check_weight("weight", *w)?;
             if !seen.insert(key) {
                 return Err(ConfigError::new(
@@ -244,51 +289,56 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         }
         drop(seen);
         let now = Instant::now();
-        let failure_decay = check_nonzero("failure_decay", self.cfg.failure_decay)?;
+        let name = cfg.name.unwrap_or_else(|| Arc::from(DEFAULT_NAME));
+        let health = Arc::new(Health::new(HealthSettings {
+            breaker: cfg.breaker,
+            outlier: cfg.outlier,
+            checks: cfg.checks,
+            panic_threshold: cfg.panic_threshold,
+            panic_mode: cfg.panic_mode,
+            events: Events {
+                balancer: Arc::clone(&name),
+                hook: cfg.hook,
+            },
+            seed: cfg.seed,
+        }));
         let model = Arc::new(Model {
             epoch: now,
             rates: Rates {
                 latency: 1.0 / tau.as_nanos() as f64,
                 failure: 1.0 / failure_decay.as_nanos() as f64,
             },
-            default_rtt_ns: self.cfg.default_rtt.as_nanos() as f64,
-            penalty_ns: self.cfg.failure_penalty.as_nanos() as f64,
-            slow_start: self.cfg.slow_start,
-            health: Health::new(
-                self.cfg.breaker,
-                self.cfg.outlier,
-                self.cfg.panic_threshold,
-                self.cfg.panic_mode,
-            ),
-            rng: RngSource::new(self.cfg.seed),
+            default_rtt_ns: cfg.default_rtt.as_nanos() as f64,
+            penalty_ns: cfg.failure_penalty.as_nanos() as f64,
+            slow_start: cfg.slow_start,
+            judge: Arc::clone(&health) as _,
         });
-        #[cfg(feature = "metrics")]
-        let metrics = self
-            .cfg
-            .metrics
-            .map(|setup| setup.attach(self.picker.name(), &model));
+        let observer = cfg.observer.map(|make| {
+            make(&Built {
+                algorithm: self.picker.name(),
+                health: &health,
+            })
+        });
         let shared = Arc::new(Shared {
             set: ArcSwap::from_pointee(Snapshot::new(&self.picker, Vec::new())),
             picker: self.picker,
             classify: self.classify,
             writer: Mutex::new(()),
             model,
-            cap: self.cfg.cap,
+            health,
+            rng: RngSource::new(cfg.seed),
+            cap: cfg.cap,
+            timeout: cfg.timeout,
             next_id: AtomicU64::new(0),
-            #[cfg(feature = "metrics")]
-            metrics,
+            labels: cfg.labels,
+            observer,
         });
-        let members = self
-            .cfg
+        let members = cfg
             .endpoints
             .into_iter()
-            .map(|(key, service, w, meta)| {
-                let state = shared.new_endpoint(&key, w, now, false);
-                state.set_meta(meta);
-                Member {
-                    entry: Arc::new(Entry { key, service }),
-                    state,
-                }
+            .map(|(key, service, w, meta)| Member {
+                state: shared.new_endpoint(&key, w, meta, now, false),
+                entry: Arc::new(Entry { key, service }),
             })
             .collect();
         shared.publish(members);

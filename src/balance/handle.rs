@@ -100,8 +100,7 @@ impl<K: Hash + Eq, S, P: Picker, C> Edit<'_, K, S, P, C> {
         meta: EndpointMeta,
     ) -> Result<bool, ConfigError> {
         let weight = check_weight("weight", weight)?;
-        let state = self.shared.new_endpoint(&key, weight, self.now, true);
-        state.set_meta(meta);
+        let state = self.shared.new_endpoint(&key, weight, meta, self.now, true);
         let member = Member {
             entry: Arc::new(Entry { key, service }),
             state,
@@ -109,9 +108,7 @@ impl<K: Hash + Eq, S, P: Picker, C> Edit<'_, K, S, P, C> {
         self.changed = true;
         match self.position(&member.entry.key) {
             Some(i) => {
-                std::mem::replace(&mut self.members[i], member)
-                    .state
-                    .retire();
+                self.members[i] = member;
                 Ok(true)
             }
             None => {
@@ -159,7 +156,7 @@ impl<K: Hash + Eq, S, P: Picker, C> Edit<'_, K, S, P, C> {
         let Some(i) = self.position(key) else {
             return false;
         };
-        self.members.remove(i).state.retire();
+        self.members.remove(i);
         self.changed = true;
         true
     }

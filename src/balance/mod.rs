@@ -8,7 +8,16 @@
 //! * **Never hangs.** With no endpoint to take a request, the response future
 //!   fails at once with [`Error::NoEndpoints`](crate::Error::NoEndpoints),
 //!   [`Overloaded`](crate::Error::Overloaded) (every endpoint at its in-flight
-//!   cap) or [`AllUnavailable`](crate::Error::AllUnavailable).
+//!   cap), [`AllUnavailable`](crate::Error::AllUnavailable) (breakers open,
+//!   ejected, failing checks: the error says how many of each and when the
+//!   next probe is due) or [`Panic`](crate::Error::Panic) (too few healthy
+//!   endpoints, with [`PanicMode::FailFast`](crate::health::PanicMode)).
+//!   With a [`timeout`](Builder::timeout), a call that takes longer fails
+//!   with [`Error::Timeout`](crate::Error::Timeout) and counts as a timeout
+//!   failure of its endpoint.
+//! * **Health** is the [health owner](crate::health)'s: breakers, outlier
+//!   ejection, active checks and the panic threshold, each endpoint counted
+//!   once.
 //! * **Lock-free picks.** The endpoint set is an immutable snapshot swapped
 //!   atomically ([`arc_swap`]) on membership or weight changes; load and
 //!   latency change in place through atomics.
@@ -43,26 +52,33 @@ mod builder;
 mod discover;
 mod future;
 mod handle;
-mod scope;
+mod observe;
 mod service;
+mod snapshot;
 
-use std::hash::{Hash, Hasher};
-use std::sync::atomic::AtomicU64;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use arc_swap::cache::Cache;
 
+pub use crate::scope::{MAX_AVOID, call_avoiding, timed_out};
 pub use builder::Builder;
 pub use discover::{discover, spawn_discover};
 pub use future::ResponseFuture;
 pub use handle::{Edit, Handle, Upsert};
-pub use scope::{MAX_AVOID, call_avoiding};
+
+pub(crate) use observe::{Built, Label, MakeObserver, Observe};
+pub(crate) use snapshot::{Entry, Member, Snapshot};
 
 use crate::classify::ErrIsFailure;
-use crate::endpoint::{EndpointState, Model};
-use crate::pick::sampler::Sampler;
+use crate::endpoint::{Birth, EndpointMeta, EndpointState, Model};
+use crate::health::Health;
+use crate::pick::hash::key_hash;
 use crate::pick::{PeakEwma, Picker};
+use crate::rng::RngSource;
 
 /// A load balancer over a dynamic set of endpoints of type `S`, keyed by `K`.
 ///
@@ -119,6 +135,7 @@ impl<K, S, P: Picker, C> Clone for Balance<K, S, P, C> {
 impl<K, S, P: Picker, C> std::fmt::Debug for Balance<K, S, P, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Balance")
+            .field("name", &self.shared.health.events.balancer)
             .field("picker", &self.shared.picker.name())
             .field("endpoints", &self.shared.set.load().members.len())
             .finish()
@@ -144,6 +161,11 @@ impl<K, S, P: Picker, C> Balance<K, S, P, C> {
     pub fn picker(&self) -> &P {
         &self.shared.picker
     }
+
+    /// The balancer's name (from [`Builder::name`]).
+    pub fn name(&self) -> &str {
+        &self.shared.health.events.balancer
+    }
 }
 
 /// State shared by every clone of one balancer and its handles.
@@ -154,10 +176,13 @@ pub(crate) struct Shared<K, S, P: Picker, C> {
     /// Serialises writers (handle calls); readers never take it.
     pub(crate) writer: Mutex<()>,
     pub(crate) model: Arc<Model>,
+    pub(crate) health: Arc<Health>,
+    pub(crate) rng: RngSource,
     pub(crate) cap: Option<usize>,
+    pub(crate) timeout: Option<Duration>,
     pub(crate) next_id: AtomicU64,
-    #[cfg(feature = "metrics")]
-    pub(crate) metrics: Option<crate::metrics::Attached<K>>,
+    pub(crate) labels: Option<Label<K>>,
+    pub(crate) observer: Option<Arc<dyn Observe>>,
 }
 
 impl<K, S, P: Picker, C> Shared<K, S, P, C> {
@@ -167,105 +192,42 @@ impl<K, S, P: Picker, C> Shared<K, S, P, C> {
         &self,
         key: &K,
         weight: f64,
+        meta: EndpointMeta,
         now: tokio::time::Instant,
         ramp: bool,
     ) -> Arc<EndpointState>
     where
         K: Hash,
     {
-        let id = self
-            .next_id
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let state = EndpointState::new(id, key_hash(key), weight, &self.model, now, ramp);
-        #[cfg(feature = "metrics")]
-        let state = match &self.metrics {
-            Some(m) => state.with_metrics(m.endpoint(key)),
-            None => state,
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let label: Box<str> = match &self.labels {
+            Some(label) => label(key).into(),
+            None => format!("endpoint-{id}").into(),
         };
-        Arc::new(state)
+        let observer = self.observer.as_ref().and_then(|o| o.endpoint(id, &label));
+        Arc::new_cyclic(|me| {
+            let birth = Birth {
+                id,
+                key_hash: key_hash(key),
+                label,
+                weight,
+                meta,
+                ramp,
+                breaker: self.health.breaker_for(me.clone()),
+                observer,
+            };
+            EndpointState::new(birth, &self.model, now)
+        })
     }
 
     /// Publishes a new endpoint set: the one place snapshots are swapped.
     /// Callers hold the writer lock (or own the only reference).
     pub(crate) fn publish(&self, members: Vec<Member<K, S>>) {
         let snap = Snapshot::new(&self.picker, members);
-        self.model.health.set_pool(&snap.states);
-        #[cfg(feature = "metrics")]
-        if let Some(m) = &self.metrics {
-            m.metrics.set_pool(&snap.member_states());
+        self.health.set_pool(&snap.states);
+        if let Some(o) = &self.observer {
+            o.set_pool(&snap.member_states());
         }
         self.set.store(Arc::new(snap));
     }
-}
-
-/// One endpoint's identity and service.
-pub(crate) struct Entry<K, S> {
-    pub(crate) key: K,
-    pub(crate) service: S,
-}
-
-/// One endpoint of the set: identity and service, and its live state.
-pub(crate) struct Member<K, S> {
-    pub(crate) entry: Arc<Entry<K, S>>,
-    pub(crate) state: Arc<EndpointState>,
-}
-
-impl<K, S> Clone for Member<K, S> {
-    fn clone(&self) -> Self {
-        Self {
-            entry: Arc::clone(&self.entry),
-            state: Arc::clone(&self.state),
-        }
-    }
-}
-
-/// An immutable view of the endpoint set.
-pub(crate) struct Snapshot<K, S, T> {
-    /// Every endpoint, draining ones included, in insertion order.
-    pub(crate) members: Vec<Member<K, S>>,
-    /// The endpoints picks choose from: the members that are not draining
-    /// (all of them when every member drains, as kube-proxy falls back to
-    /// terminating endpoints when no ready one is left).
-    pub(crate) entries: Vec<Arc<Entry<K, S>>>,
-    /// Parallel to `entries`; kept apart so pickers see a plain slice.
-    pub(crate) states: Vec<Arc<EndpointState>>,
-    pub(crate) sampler: Sampler,
-    pub(crate) table: T,
-}
-
-impl<K, S, T> Snapshot<K, S, T> {
-    pub(crate) fn new<P: Picker<Table = T>>(picker: &P, members: Vec<Member<K, S>>) -> Self {
-        let serving = members.iter().any(|m| !m.state.is_draining());
-        let (entries, states): (Vec<_>, Vec<_>) = members
-            .iter()
-            .filter(|m| !serving || !m.state.is_draining())
-            .map(|m| (Arc::clone(&m.entry), Arc::clone(&m.state)))
-            .unzip();
-        let weights: Vec<f64> = states.iter().map(|s| s.weight()).collect();
-        Self {
-            sampler: Sampler::new(&weights),
-            table: picker.table(&states),
-            members,
-            entries,
-            states,
-        }
-    }
-
-    /// The live state of every member, draining ones included.
-    pub(crate) fn member_states(&self) -> Vec<Arc<EndpointState>> {
-        self.members.iter().map(|m| Arc::clone(&m.state)).collect()
-    }
-}
-
-/// XXH64 (seed 0) over the key's `Hash` output. For `str` and `String` that
-/// output is the bytes followed by `0xFF`, so string keys place endpoints on
-/// a ring or Maglev table identically in every process and on every machine
-/// (the golden-value tests pin it). Integer and `SocketAddr` keys hash in
-/// native byte order and `usize` width: they agree only between machines of
-/// the same architecture, so prefer string keys where several gateways must
-/// agree on affinity.
-pub(crate) fn key_hash<K: Hash + ?Sized>(key: &K) -> u64 {
-    let mut h = xxhash_rust::xxh64::Xxh64::new(0);
-    key.hash(&mut h);
-    h.finish()
 }

@@ -158,6 +158,12 @@ impl CircuitBreaker {
     /// Whether [`try_acquire`](Self::try_acquire) at `now` would succeed, with
     /// no side effect (a picker may ask for every candidate). One atomic load
     /// in the closed and disabled states, three in the others.
+    ///
+    /// An overdue half-open probe reads as "not permitted" here and moves
+    /// the breaker back to open at the next `try_acquire`; a caller that
+    /// only asks this should also ask [`is_probe_overdue`](Self::is_probe_overdue)
+    /// and then call `try_acquire`, as the balancer does, so the breaker
+    /// never stays half-open on a probe that never answers.
     #[inline]
     pub fn is_call_permitted(&self, now: Instant) -> bool {
         match self.state() {
@@ -169,6 +175,24 @@ impl CircuitBreaker {
                     && self.probes_taken.load(Ordering::Acquire) < self.config.half_open_probes
             }
         }
+    }
+
+    /// True when the breaker is half-open and a probe has run past
+    /// `half_open_timeout` at `now`: the next
+    /// [`try_acquire`](Self::try_acquire) reopens it.
+    #[inline]
+    pub fn is_probe_overdue(&self, now: Instant) -> bool {
+        self.state() == State::HalfOpen
+            && self.now_ns(now) >= self.probe_deadline.load(Ordering::Acquire)
+    }
+
+    /// In the open state, how long until the breaker admits a probe at
+    /// `now` (zero once the wait is over); `None` in the other states.
+    pub fn time_until_permitted(&self, now: Instant) -> Option<Duration> {
+        (self.state() == State::Open).then(|| {
+            let until = self.open_until.load(Ordering::Acquire);
+            Duration::from_nanos(until.saturating_sub(self.now_ns(now)))
+        })
     }
 
     /// Asks to make one call at `now`.
@@ -183,7 +207,7 @@ impl CircuitBreaker {
     ///
     /// [`CircuitOpen`] when the call is refused.
     pub fn try_acquire(&self, now: Instant) -> Result<Permit<'_>, CircuitOpen> {
-        self.acquire_ticket(now).map(|t| Permit::new(self, t))
+        self.acquire_ticket(now).map(|t| Permit::new(self, t, now))
     }
 
     /// [`try_acquire`](Self::try_acquire) for a breaker in an `Arc`: the
@@ -194,7 +218,7 @@ impl CircuitBreaker {
     /// [`CircuitOpen`] when the call is refused.
     pub fn try_acquire_owned(self: &Arc<Self>, now: Instant) -> Result<OwnedPermit, CircuitOpen> {
         self.acquire_ticket(now)
-            .map(|t| OwnedPermit::new(Arc::clone(self), t))
+            .map(|t| OwnedPermit::new(Arc::clone(self), t, now))
     }
 
     /// Opens the breaker until [`reset`](Self::reset), whatever the calls say.

@@ -7,7 +7,21 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::CircuitBreaker;
-use crate::classify::Outcome;
+use crate::classify::{FailureKind, Outcome};
+
+/// What dropping an unrecorded permit does: a call dropped inside
+/// [`balance::timed_out`](crate::balance::timed_out) (a retry layer's
+/// per-try timeout, for one) failed with a timeout; any other drop gave up,
+/// and only frees its probe slot.
+fn settle_dropped(breaker: &CircuitBreaker, ticket: Ticket, admitted: Instant) {
+    if crate::scope::dropping_timed_out() {
+        let now = Instant::now();
+        let latency = now.saturating_duration_since(admitted);
+        breaker.record_ticket(ticket, Outcome::Failure(FailureKind::Timeout), latency, now);
+    } else {
+        breaker.release_ticket(ticket);
+    }
+}
 
 /// What the breaker needs to know about an admitted call: the state period
 /// (generation) that admitted it, and its probe slot when it is a probe.
@@ -27,18 +41,22 @@ pub(crate) struct Ticket {
 ///
 /// Report the call with [`record`](Permit::record). Dropping the permit
 /// unrecorded (the caller gave up) records nothing and, for a half-open
-/// probe, frees its slot for another caller.
+/// probe, frees its slot for another caller; dropped inside
+/// [`balance::timed_out`](crate::balance::timed_out), it records a
+/// `Timeout` failure (a timed-out probe is a failed probe).
 #[must_use = "dropping a permit records nothing; call `record` when the call completes"]
 pub struct Permit<'a> {
     breaker: &'a CircuitBreaker,
     ticket: Option<Ticket>,
+    admitted: Instant,
 }
 
 impl<'a> Permit<'a> {
-    pub(crate) fn new(breaker: &'a CircuitBreaker, ticket: Ticket) -> Self {
+    pub(crate) fn new(breaker: &'a CircuitBreaker, ticket: Ticket, admitted: Instant) -> Self {
         Self {
             breaker,
             ticket: Some(ticket),
+            admitted,
         }
     }
 
@@ -62,7 +80,7 @@ impl<'a> Permit<'a> {
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
         if let Some(t) = self.ticket.take() {
-            self.breaker.release_ticket(t);
+            settle_dropped(self.breaker, t, self.admitted);
         }
     }
 }
@@ -81,13 +99,15 @@ impl fmt::Debug for Permit<'_> {
 pub struct OwnedPermit {
     breaker: Arc<CircuitBreaker>,
     ticket: Option<Ticket>,
+    admitted: Instant,
 }
 
 impl OwnedPermit {
-    pub(crate) fn new(breaker: Arc<CircuitBreaker>, ticket: Ticket) -> Self {
+    pub(crate) fn new(breaker: Arc<CircuitBreaker>, ticket: Ticket, admitted: Instant) -> Self {
         Self {
             breaker,
             ticket: Some(ticket),
+            admitted,
         }
     }
 
@@ -112,7 +132,7 @@ impl OwnedPermit {
 impl Drop for OwnedPermit {
     fn drop(&mut self) {
         if let Some(t) = self.ticket.take() {
-            self.breaker.release_ticket(t);
+            settle_dropped(&self.breaker, t, self.admitted);
         }
     }
 }

@@ -82,6 +82,30 @@ pub enum Reason {
     Reset,
 }
 
+impl Reason {
+    /// A stable snake-case name (`"failure_rate"`), for metrics and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::FailureRate => "failure_rate",
+            Reason::SlowCallRate => "slow_call_rate",
+            Reason::ConsecutiveFailures => "consecutive_failures",
+            Reason::WaitElapsed => "wait_elapsed",
+            Reason::ProbesSucceeded => "probes_succeeded",
+            Reason::ProbesFailed => "probes_failed",
+            Reason::ProbeTimeout => "probe_timeout",
+            Reason::ForcedOpen => "forced_open",
+            Reason::Disabled => "disabled",
+            Reason::Reset => "reset",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One state change, as passed to the [`on_transition`] hook.
 ///
 /// [`on_transition`]: super::CircuitBreaker::on_transition

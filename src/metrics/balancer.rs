@@ -2,18 +2,22 @@
 //! the live endpoint set through callbacks registered once, at build.
 
 use std::cell::Cell;
-use std::sync::{Arc, Weak};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use arc_swap::ArcSwap;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{AsyncInstrument, Histogram, Meter};
 use tokio::time::Instant;
 
-use super::endpoint::EndpointMetrics;
-use super::setup::{Label, Metrics, RetrySource, Setup};
+use super::endpoint::{EndpointAttrs, Recorder};
+use super::setup::{Metrics, RetrySource};
 use super::{PICK_DURATION_BUCKETS, PICK_SAMPLE_EVERY};
+use crate::balance::{Built, Observe};
 use crate::breaker::State;
-use crate::endpoint::{EndpointState, Model};
+use crate::endpoint::{EndpointObserver, EndpointState};
+use crate::error::Refusal;
+use crate::health::{CHECK, EJECTED, Health};
 use crate::outlier::EjectionReason;
 
 /// Instruments and live state of one balancer's metrics.
@@ -22,34 +26,14 @@ pub(crate) struct BalanceMetrics {
     pick: Histogram<f64>,
     /// `lb.name`, `lb.algorithm`.
     attrs: Box<[KeyValue]>,
-    /// The current endpoints, swapped with every new snapshot.
-    pool: ArcSwap<Vec<Arc<EndpointState>>>,
-    model: Arc<Model>,
+    /// `attrs` + `reason`, in the order of [`Refusal::ALL`].
+    refusal_attrs: [Box<[KeyValue]>; Refusal::ALL.len()],
+    /// Attribute sets of endpoints born and not yet gone, by endpoint id.
+    born: Mutex<HashMap<u64, Arc<EndpointAttrs>>>,
+    /// The current endpoints and their attribute sets.
+    pool: ArcSwap<Vec<(Arc<EndpointState>, Arc<EndpointAttrs>)>>,
+    health: Weak<Health>,
     retries: Vec<RetrySource>,
-}
-
-/// A balancer's metrics with the key labeller: what `Shared` keeps.
-pub(crate) struct Attached<K> {
-    pub(crate) metrics: Arc<BalanceMetrics>,
-    label: Label<K>,
-}
-
-impl<K> Setup<K> {
-    /// Creates the instruments for a balancer whose picker is `algorithm`.
-    pub(crate) fn attach(self, algorithm: &'static str, model: &Arc<Model>) -> Attached<K> {
-        Attached {
-            metrics: BalanceMetrics::new(&self.metrics, algorithm, model),
-            label: self.label,
-        }
-    }
-}
-
-impl<K> Attached<K> {
-    /// The attribute sets of a new endpoint keyed `key`.
-    pub(crate) fn endpoint(&self, key: &K) -> EndpointMetrics {
-        let m = &self.metrics;
-        EndpointMetrics::new(m.duration.clone(), &m.attrs, (self.label)(key))
-    }
 }
 
 thread_local! {
@@ -57,8 +41,12 @@ thread_local! {
 }
 
 impl BalanceMetrics {
-    fn new(cfg: &Metrics, algorithm: &'static str, model: &Arc<Model>) -> Arc<Self> {
+    pub(crate) fn new(cfg: &Metrics, built: &Built<'_>) -> Arc<Self> {
         let meter = &cfg.meter;
+        let attrs: Box<[KeyValue]> = Box::new([
+            KeyValue::new("lb.name", cfg.name.to_string()),
+            KeyValue::new("lb.algorithm", built.algorithm),
+        ]);
         let this = Arc::new(Self {
             duration: meter
                 .f64_histogram("lb.request.duration")
@@ -72,40 +60,62 @@ impl BalanceMetrics {
                 .with_description("Time to pick an endpoint and take its slot (sampled)")
                 .with_boundaries(PICK_DURATION_BUCKETS.to_vec())
                 .build(),
-            attrs: Box::new([
-                KeyValue::new("lb.name", cfg.name.to_string()),
-                KeyValue::new("lb.algorithm", algorithm),
-            ]),
+            refusal_attrs: Refusal::ALL.map(|r| {
+                let mut v = attrs.to_vec();
+                v.push(KeyValue::new("reason", r.as_str()));
+                v.into_boxed_slice()
+            }),
+            attrs,
+            born: Mutex::new(HashMap::new()),
             pool: ArcSwap::from_pointee(Vec::new()),
-            model: Arc::clone(model),
+            health: Arc::downgrade(built.health),
             retries: cfg.retries.clone(),
         });
-        register(meter, &this);
+        register(meter, &this, built.health);
         this
     }
+}
 
-    /// Called with every new endpoint set.
-    pub(crate) fn set_pool(&self, states: &[Arc<EndpointState>]) {
-        self.pool.store(Arc::new(states.to_vec()));
+impl Observe for BalanceMetrics {
+    fn endpoint(&self, id: u64, label: &str) -> Option<Box<dyn EndpointObserver>> {
+        let attrs = Arc::new(EndpointAttrs::new(&self.attrs, label));
+        let recorder = Recorder {
+            duration: self.duration.clone(),
+            outcome: attrs.outcome.clone(),
+        };
+        self.born
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, attrs);
+        Some(Box::new(recorder))
     }
 
-    /// Runs `pick`, timing one call in [`PICK_SAMPLE_EVERY`] on this thread.
+    fn set_pool(&self, members: &[Arc<EndpointState>]) {
+        let mut born = self.born.lock().unwrap_or_else(PoisonError::into_inner);
+        let pool: Vec<_> = members
+            .iter()
+            .filter_map(|s| born.get(&s.id()).map(|a| (Arc::clone(s), Arc::clone(a))))
+            .collect();
+        born.retain(|id, _| members.iter().any(|s| s.id() == *id));
+        self.pool.store(Arc::new(pool));
+    }
+
+    /// Times one pick in [`PICK_SAMPLE_EVERY`] on this thread. Wall time,
+    /// not tokio's clock: this measures CPU work, which a paused test clock
+    /// would report as zero.
     #[inline]
-    pub(crate) fn time_pick<T>(&self, pick: impl FnOnce() -> T) -> T {
+    fn pick_started(&self) -> Option<std::time::Instant> {
         let n = PICKS.with(|c| {
             let n = c.get().wrapping_add(1);
             c.set(n);
             n
         });
-        if !n.is_multiple_of(PICK_SAMPLE_EVERY) {
-            return pick();
-        }
-        // Wall time, not tokio's clock: this measures CPU work, which a
-        // paused test clock would report as zero.
-        let start = std::time::Instant::now();
-        let out = pick();
+        n.is_multiple_of(PICK_SAMPLE_EVERY)
+            .then(std::time::Instant::now)
+    }
+
+    fn pick_ended(&self, start: std::time::Instant) {
         self.pick.record(start.elapsed().as_secs_f64(), &self.attrs);
-        out
     }
 }
 
@@ -113,21 +123,18 @@ impl BalanceMetrics {
 fn each<T>(
     weak: &Weak<BalanceMetrics>,
     obs: &dyn AsyncInstrument<T>,
-    mut f: impl FnMut(&EndpointState, &EndpointMetrics, &dyn AsyncInstrument<T>),
+    mut f: impl FnMut(&EndpointState, &EndpointAttrs, &dyn AsyncInstrument<T>),
 ) {
     let Some(m) = weak.upgrade() else { return };
-    for state in m.pool.load().iter() {
-        if let Some(em) = state.metrics() {
-            f(state, em, obs);
-        }
+    for (state, attrs) in m.pool.load().iter() {
+        f(state, attrs, obs);
     }
 }
 
 /// Registers the observable instruments of `m`, reading it weakly so a
 /// dropped balancer stops reporting instead of being kept alive.
-fn register(meter: &Meter, m: &Arc<BalanceMetrics>) {
+fn register(meter: &Meter, m: &Arc<BalanceMetrics>, health: &Health) {
     let w = Arc::downgrade(m);
-    let health = &m.model.health;
 
     let wk = w.clone();
     meter
@@ -191,13 +198,25 @@ fn register(meter: &Meter, m: &Arc<BalanceMetrics>) {
         .with_unit("{pick}")
         .with_description("Picks made in panic (too few healthy endpoints)")
         .with_callback(move |o| {
-            if let Some(m) = wk.upgrade() {
-                let n = m
-                    .model
-                    .health
-                    .panics
-                    .load(std::sync::atomic::Ordering::Relaxed);
-                o.observe(n, &m.attrs);
+            let Some(m) = wk.upgrade() else { return };
+            let Some(h) = m.health.upgrade() else { return };
+            o.observe(
+                h.panics.load(std::sync::atomic::Ordering::Relaxed),
+                &m.attrs,
+            );
+        })
+        .build();
+
+    let wk = w.clone();
+    meter
+        .u64_observable_counter("lb.refusals")
+        .with_unit("{request}")
+        .with_description("Calls the balancer refused at once, by reason")
+        .with_callback(move |o| {
+            let Some(m) = wk.upgrade() else { return };
+            let Some(h) = m.health.upgrade() else { return };
+            for r in Refusal::ALL {
+                o.observe(h.refusals(r), &m.refusal_attrs[r.index()]);
             }
         })
         .build();
@@ -279,14 +298,19 @@ fn register(meter: &Meter, m: &Arc<BalanceMetrics>) {
     }
 }
 
-/// Index into [`HEALTH_STATES`](super::endpoint::HEALTH_STATES): an open
-/// breaker wins over ejection (it refuses even in panic routing).
+/// Index into [`HEALTH_STATES`](super::endpoint::HEALTH_STATES): draining
+/// first, then an open breaker (it refuses even in panic routing), then
+/// ejection, then a failing check.
 fn health_index(s: &EndpointState, now: Instant) -> usize {
+    if s.is_draining() {
+        return 6;
+    }
     match s.breaker().map(|b| b.state()) {
         Some(State::Open) => 2,
         Some(State::HalfOpen) => 3,
         Some(State::ForcedOpen) => 4,
-        _ if s.is_ejected(now) => 1,
+        _ if s.health_bits() & EJECTED != 0 || s.is_ejected(now) => 1,
+        _ if s.health_bits() & CHECK != 0 => 5,
         _ => 0,
     }
 }

@@ -1,5 +1,5 @@
-//! [`EndpointMetrics`]: one endpoint's attribute sets, built once when the
-//! endpoint joins, and the one per-request record.
+//! One endpoint's attribute sets, built once when the endpoint joins, and
+//! the one per-request record.
 
 use std::time::Duration;
 
@@ -8,42 +8,47 @@ use opentelemetry::metrics::Histogram;
 
 use crate::breaker::State;
 use crate::classify::Outcome;
+use crate::endpoint::EndpointObserver;
 use crate::outlier::EjectionReason;
 
 /// Values of the `state` attribute of `lb.endpoint.health`, in the order of
-/// [`EndpointMetrics::health`].
-pub(crate) const HEALTH_STATES: [&str; 5] =
-    ["healthy", "ejected", "open", "half_open", "forced_open"];
+/// [`EndpointAttrs::health`].
+pub(crate) const HEALTH_STATES: [&str; 7] = [
+    "healthy",
+    "ejected",
+    "open",
+    "half_open",
+    "forced_open",
+    "failing_check",
+    "draining",
+];
 
-/// An endpoint's attribute sets for every series it reports, and the
-/// request-duration histogram. Lives in the endpoint's
-/// [`EndpointState`](crate::endpoint::EndpointState).
+/// An endpoint's attribute sets for every series its observable instruments
+/// report (kept by the balancer's metrics, read when the exporter collects).
 #[derive(Debug)]
-pub(crate) struct EndpointMetrics {
-    duration: Histogram<f64>,
+pub(crate) struct EndpointAttrs {
     /// `lb.name`, `lb.algorithm`, `lb.endpoint`.
     pub(crate) base: Box<[KeyValue]>,
     /// `base` + `outcome`: success, failure.
     pub(crate) outcome: [Box<[KeyValue]>; 2],
     /// `base` + `state`, in the order of [`HEALTH_STATES`].
-    pub(crate) health: [Box<[KeyValue]>; 5],
+    pub(crate) health: [Box<[KeyValue]>; HEALTH_STATES.len()],
     /// `base` + `state`, in the order of [`State::ALL`].
-    pub(crate) breaker: [Box<[KeyValue]>; 5],
+    pub(crate) breaker: [Box<[KeyValue]>; State::ALL.len()],
     /// `base` + `reason`, in the order of [`EjectionReason::ALL`].
-    pub(crate) ejection: [Box<[KeyValue]>; 5],
+    pub(crate) ejection: [Box<[KeyValue]>; EjectionReason::ALL.len()],
 }
 
-impl EndpointMetrics {
-    pub(crate) fn new(duration: Histogram<f64>, balancer: &[KeyValue], endpoint: String) -> Self {
+impl EndpointAttrs {
+    pub(crate) fn new(balancer: &[KeyValue], endpoint: &str) -> Self {
         let mut base = balancer.to_vec();
-        base.push(KeyValue::new("lb.endpoint", endpoint));
+        base.push(KeyValue::new("lb.endpoint", endpoint.to_string()));
         let with = |key: &'static str, value: &'static str| -> Box<[KeyValue]> {
             let mut v = base.clone();
             v.push(KeyValue::new(key, value));
             v.into_boxed_slice()
         };
         Self {
-            duration,
             outcome: [with("outcome", "success"), with("outcome", "failure")],
             health: HEALTH_STATES.map(|s| with("state", s)),
             breaker: State::ALL.map(|s| with("state", s.as_str())),
@@ -51,12 +56,22 @@ impl EndpointMetrics {
             base: base.into_boxed_slice(),
         }
     }
+}
 
-    /// Records one finished call: the only per-request measurement. Calls
-    /// classified `Ignore` are left out, as they are from the endpoint's
-    /// request counters, so `lb.requests` and the histogram agree.
+/// Records `lb.request.duration` for one endpoint: the only per-request
+/// measurement. Lives in the endpoint's state.
+#[derive(Debug)]
+pub(crate) struct Recorder {
+    pub(crate) duration: Histogram<f64>,
+    /// The endpoint's `outcome` attribute sets: success, failure.
+    pub(crate) outcome: [Box<[KeyValue]>; 2],
+}
+
+impl EndpointObserver for Recorder {
+    /// Calls classified `Ignore` are left out, as they are from the
+    /// endpoint's request counters, so `lb.requests` and the histogram agree.
     #[inline]
-    pub(crate) fn record(&self, outcome: Outcome, latency: Duration) {
+    fn finished(&self, outcome: Outcome, latency: Duration) {
         let attrs = match outcome {
             Outcome::Success => &self.outcome[0],
             Outcome::Failure(_) => &self.outcome[1],

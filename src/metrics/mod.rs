@@ -11,7 +11,7 @@
 //! | `lb.requests` | `lb_requests_total` | counter | endpoint, `outcome` (`success`/`failure`) |
 //! | `lb.request.duration` | `lb_request_duration_seconds` | histogram (s) | endpoint, `outcome` |
 //! | `lb.endpoint.in_flight` | `lb_endpoint_in_flight` | gauge | endpoint |
-//! | `lb.endpoint.health` | `lb_endpoint_health` | gauge 1/0 | endpoint, `state` (`healthy`, `ejected`, `open`, `half_open`, `forced_open`) |
+//! | `lb.endpoint.health` | `lb_endpoint_health` | gauge 1/0 | endpoint, `state` (`healthy`, `ejected`, `open`, `half_open`, `forced_open`, `failing_check`, `draining`) |
 //! | `lb.endpoint.latency.ewma` | `lb_endpoint_latency_ewma_seconds` | gauge (s) | endpoint |
 //! | `lb.picks` | `lb_picks_total` | counter | endpoint |
 //! | `lb.pick.duration` | `lb_pick_duration_seconds` | histogram (s), sampled | — |
@@ -19,6 +19,7 @@
 //! | `lb.breaker.transitions` | `lb_breaker_transitions_total` | counter | endpoint, `state` (entered) |
 //! | `lb.outlier.ejections` | `lb_outlier_ejections_total` | counter | endpoint, `reason` |
 //! | `lb.panic` | `lb_panic_total` | counter | — |
+//! | `lb.refusals` | `lb_refusals_total` | counter | `reason` (`no_endpoints`, `overloaded`, `breaker_open`, `ejected`, `failing_check`, `panic`) |
 //! | `lb.retries` | `lb_retries_total` | counter | — |
 //! | `lb.retry.budget.exhausted` | `lb_retry_budget_exhausted_total` | counter | — |
 //! | `lb.hedges` | `lb_hedges_total` | counter | — |
@@ -88,10 +89,6 @@ mod setup;
 
 pub use opentelemetry;
 pub use setup::Metrics;
-
-pub(crate) use balancer::Attached;
-pub(crate) use endpoint::EndpointMetrics;
-pub(crate) use setup::Setup;
 
 /// Default bucket boundaries of `lb.request.duration`, in seconds: 0.5 ms to
 /// 10 s in 1–2.5–5 steps. RPC latencies on a LAN start well under a

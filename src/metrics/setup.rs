@@ -1,13 +1,14 @@
 //! [`Metrics`]: what a user hands the builder.
 
 use std::fmt;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use opentelemetry::metrics::Meter;
 
 use super::DEFAULT_DURATION_BUCKETS;
+use super::balancer::BalanceMetrics;
+use crate::balance::{Builder, Observe};
 use crate::error::ConfigError;
-use crate::retry::RetryLayer;
 
 /// Reads a retry layer's counters: retries, budget exhaustions, hedges.
 /// `None` once the layer is gone.
@@ -73,24 +74,10 @@ impl Metrics {
         Ok(self)
     }
 
-    /// Also reports `layer`'s [`RetryStats`](crate::retry::RetryStats) as
-    /// `lb.retries`, `lb.retry.budget.exhausted` and `lb.hedges`, under this
-    /// balancer's `lb.name`. Register a layer with one balancer's metrics
-    /// only, or its counts are reported twice. The metrics hold the layer
-    /// weakly: once the layer and every service it made are dropped, they
-    /// report nothing for it.
-    pub fn retries<R, C>(mut self, layer: &RetryLayer<R, C>) -> Self
-    where
-        R: Send + Sync + 'static,
-        C: Send + Sync + 'static,
-    {
-        let weak = Arc::downgrade(&layer.shared);
-        self.retries.push(Arc::new(move || {
-            Weak::upgrade(&weak).map(|s| {
-                let stats = &s.stats;
-                [stats.retries(), stats.budget_exhausted(), stats.hedges()]
-            })
-        }));
+    /// Adds a source of retry counters (see `Metrics::retries`, defined
+    /// beside the retry layer so that metrics do not depend on it).
+    pub(crate) fn push_retries(mut self, source: RetrySource) -> Self {
+        self.retries.push(source);
         self
     }
 }
@@ -105,11 +92,41 @@ impl fmt::Debug for Metrics {
     }
 }
 
-/// A builder's metrics setting: the [`Metrics`] and how to label a key.
-pub(crate) struct Setup<K> {
-    pub(crate) metrics: Metrics,
-    pub(crate) label: Label<K>,
-}
+impl<K, S, P, C> Builder<K, S, P, C> {
+    /// Reports OpenTelemetry metrics (feature `metrics`; off by default),
+    /// labelling each endpoint with its key's `Display` (unless
+    /// [`labels`](Builder::labels) was set). The balancer takes the metrics'
+    /// name unless [`name`](Builder::name) was set. See [`crate::metrics`]
+    /// for the instruments and their cost.
+    pub fn metrics(mut self, metrics: Metrics) -> Self
+    where
+        K: fmt::Display,
+    {
+        if self.cfg.labels.is_none() {
+            self.cfg.labels = Some(Arc::new(|key: &K| key.to_string()));
+        }
+        self.observe_with(metrics)
+    }
 
-/// Turns an endpoint key into its `lb.endpoint` value.
-pub(crate) type Label<K> = Arc<dyn Fn(&K) -> String + Send + Sync>;
+    /// Like [`metrics`](Self::metrics), with `label` turning a key into its
+    /// `lb.endpoint` attribute (and its label in health events). It is
+    /// called once per endpoint, when the endpoint joins; keep its output
+    /// bounded (no request data).
+    pub fn metrics_with(
+        self,
+        metrics: Metrics,
+        label: impl Fn(&K) -> String + Send + Sync + 'static,
+    ) -> Self {
+        self.labels(label).observe_with(metrics)
+    }
+
+    fn observe_with(mut self, metrics: Metrics) -> Self {
+        if self.cfg.name.is_none() {
+            self.cfg.name = Some(Arc::clone(&metrics.name));
+        }
+        self.cfg.observer = Some(Box::new(move |built| {
+            BalanceMetrics::new(&metrics, built) as Arc<dyn Observe>
+        }));
+        self
+    }
+}

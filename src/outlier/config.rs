@@ -4,11 +4,14 @@ use std::time::Duration;
 
 use super::consecutive::{
     Consecutive, DEFAULT_CONSECUTIVE_FAILURES, DEFAULT_CONSECUTIVE_GATEWAY_FAILURES,
+    DEFAULT_CONSECUTIVE_LOCAL_ORIGIN_FAILURES,
 };
 use super::failure_percentage::FailurePercentage;
 use super::latency::LatencyOutlier;
+use super::rule::check_percent;
 use super::success_rate::SuccessRate;
 use crate::error::{ConfigError, check_nonzero};
+use crate::time::nanos;
 
 /// How often the interval rules run: 10 s (Envoy's `interval`, gRPC A50).
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
@@ -29,8 +32,6 @@ pub const DEFAULT_MAX_EJECTION_JITTER: Duration = Duration::from_secs(3);
 /// At most this share of the pool is ejected at once: 10% (Envoy's
 /// `max_ejection_percent`, gRPC A50); see [`max_ejections`] for small pools.
 pub const DEFAULT_MAX_EJECTION_PERCENT: u32 = 10;
-/// Share of detections that actually eject: 100% (Envoy's `enforcing_*`).
-pub const DEFAULT_ENFORCING_PERCENT: u32 = 100;
 
 /// The largest number of hosts of an `n`-host pool that may be ejected at
 /// once under `max_ejection_percent`:
@@ -69,6 +70,7 @@ pub struct OutlierDetection {
     pub(crate) max_ejection_percent: u32,
     pub(crate) consecutive_failures: Option<Consecutive>,
     pub(crate) consecutive_gateway_failures: Option<Consecutive>,
+    pub(crate) consecutive_local_origin_failures: Option<Consecutive>,
     pub(crate) success_rate: Option<SuccessRate>,
     pub(crate) failure_percentage: Option<FailurePercentage>,
     pub(crate) latency: Option<LatencyOutlier>,
@@ -85,6 +87,9 @@ impl Default for OutlierDetection {
             consecutive_failures: Some(Consecutive::new(DEFAULT_CONSECUTIVE_FAILURES)),
             consecutive_gateway_failures: Some(Consecutive::new(
                 DEFAULT_CONSECUTIVE_GATEWAY_FAILURES,
+            )),
+            consecutive_local_origin_failures: Some(Consecutive::new(
+                DEFAULT_CONSECUTIVE_LOCAL_ORIGIN_FAILURES,
             )),
             success_rate: Some(SuccessRate::default()),
             failure_percentage: Some(FailurePercentage::default()),
@@ -132,6 +137,10 @@ impl OutlierDetection {
     /// The consecutive-gateway-failures rule, if on.
     pub fn consecutive_gateway_failures(&self) -> Option<Consecutive> {
         self.consecutive_gateway_failures
+    }
+    /// The consecutive-local-origin-failures rule, if on.
+    pub fn consecutive_local_origin_failures(&self) -> Option<Consecutive> {
+        self.consecutive_local_origin_failures
     }
     /// The success-rate rule, if on.
     pub fn success_rate(&self) -> Option<SuccessRate> {
@@ -230,6 +239,14 @@ impl OutlierDetectionBuilder {
         self.cfg.consecutive_gateway_failures = rule;
         self
     }
+    /// The consecutive-local-origin-failures rule (`None` turns it off).
+    /// Counts `Connect` and `Timeout` failures (the host gave no answer);
+    /// any other outcome resets the count. A timeout the stack owns (the
+    /// balancer's own, a retry layer's per-try timeout) is such a failure.
+    pub fn consecutive_local_origin_failures(mut self, rule: Option<Consecutive>) -> Self {
+        self.cfg.consecutive_local_origin_failures = rule;
+        self
+    }
     /// The success-rate rule (`None` turns it off).
     pub fn success_rate(mut self, rule: Option<SuccessRate>) -> Self {
         self.cfg.success_rate = rule;
@@ -280,6 +297,12 @@ impl OutlierDetectionBuilder {
                 "outlier.consecutive_gateway_failures.enforcing_percent",
             )?;
         }
+        if let Some(r) = cfg.consecutive_local_origin_failures {
+            r.check(
+                "outlier.consecutive_local_origin_failures.threshold",
+                "outlier.consecutive_local_origin_failures.enforcing_percent",
+            )?;
+        }
         if let Some(r) = cfg.success_rate {
             r.check()?;
         }
@@ -290,31 +313,5 @@ impl OutlierDetectionBuilder {
             r.check()?;
         }
         Ok(cfg)
-    }
-}
-
-/// A duration in nanoseconds, saturating at `u64::MAX` (584 years).
-pub(crate) fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
-pub(crate) fn check_percent(field: &'static str, p: u32) -> Result<u32, ConfigError> {
-    if p <= 100 {
-        Ok(p)
-    } else {
-        Err(ConfigError::new(field, p, "an integer in 0..=100"))
-    }
-}
-
-pub(crate) fn check_min(
-    field: &'static str,
-    v: u32,
-    min: u32,
-    allowed: &'static str,
-) -> Result<u32, ConfigError> {
-    if v >= min {
-        Ok(v)
-    } else {
-        Err(ConfigError::new(field, v, allowed))
     }
 }

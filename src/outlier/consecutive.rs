@@ -1,7 +1,8 @@
-//! The consecutive-failures rules (Envoy's `consecutive_5xx` and
-//! `consecutive_gateway_failure`), applied on the response that trips them.
+//! The consecutive-failures rules (Envoy's `consecutive_5xx`,
+//! `consecutive_gateway_failure` and `consecutive_local_origin_failure`),
+//! applied on the response that trips them.
 
-use super::config::{DEFAULT_ENFORCING_PERCENT, check_percent};
+use super::rule::{DEFAULT_ENFORCING_PERCENT, check_percent};
 use crate::error::ConfigError;
 
 /// Consecutive failures that eject a host: 5 (Envoy's `consecutive_5xx`).
@@ -9,6 +10,15 @@ pub const DEFAULT_CONSECUTIVE_FAILURES: u32 = 5;
 /// Consecutive gateway failures that eject a host: 5 (Envoy's
 /// `consecutive_gateway_failure`).
 pub const DEFAULT_CONSECUTIVE_GATEWAY_FAILURES: u32 = 5;
+
+/// Consecutive local-origin failures (connect failures and timeouts: the
+/// host gave no answer at all) that eject a host: 5 (Envoy's
+/// `consecutive_local_origin_failure`). On by default, unlike Envoy's
+/// (which needs `split_external_local_origin_errors`): a replica that
+/// accepts connections and never answers shows only timeouts, and must be
+/// ejected after a few of them rather than cost every caller a per-try
+/// timeout.
+pub const DEFAULT_CONSECUTIVE_LOCAL_ORIGIN_FAILURES: u32 = 5;
 
 /// A consecutive-failures rule: eject a host after `threshold` failures in a
 /// row (any success in between resets the count).

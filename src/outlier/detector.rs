@@ -38,7 +38,7 @@ pub struct Detector {
     ejected: AtomicUsize,
     cached_len: AtomicUsize,
     next_expiry_ns: AtomicU64,
-    ejections: [AtomicU64; 5],
+    ejections: [AtomicU64; EjectionReason::ALL.len()],
     refused: AtomicU64,
     pub(super) returned: AtomicU64,
     pub(super) evaluations: AtomicU64,
@@ -312,6 +312,9 @@ fn rule_enforcing(cfg: &OutlierDetection, reason: EjectionReason) -> u32 {
         }
         EjectionReason::ConsecutiveGatewayFailures => cfg
             .consecutive_gateway_failures
+            .map(|r| r.enforcing_percent),
+        EjectionReason::ConsecutiveLocalOriginFailures => cfg
+            .consecutive_local_origin_failures
             .map(|r| r.enforcing_percent),
         EjectionReason::SuccessRate => cfg.success_rate.map(|r| r.enforcing_percent),
         EjectionReason::FailurePercentage => cfg.failure_percentage.map(|r| r.enforcing_percent),

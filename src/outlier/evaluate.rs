@@ -6,7 +6,8 @@ use std::sync::atomic::Ordering;
 
 use super::config::OutlierDetection;
 use super::detector::{Attempt, Detector, Mix, count_ejected};
-use super::host::{EjectionReason, HostStats, Sample};
+use super::host::{EjectionReason, HostStats};
+use super::rule::Sample;
 
 /// What one interval evaluation did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

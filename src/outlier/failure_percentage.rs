@@ -1,7 +1,7 @@
 //! The failure-percentage rule (Envoy, gRPC A50).
 
-use super::config::{DEFAULT_ENFORCING_PERCENT, check_min, check_percent};
-use super::host::Sample;
+use super::rule::Sample;
+use super::rule::{DEFAULT_ENFORCING_PERCENT, check_min, check_percent};
 use crate::error::ConfigError;
 
 /// Failure percentage above which a host is ejected: 85% (Envoy's
@@ -105,7 +105,7 @@ impl FailurePercentage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outlier::host::Counts;
+    use crate::outlier::rule::Counts;
 
     fn s(index: usize, successes: u64, failures: u64) -> Sample {
         Sample {

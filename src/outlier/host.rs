@@ -1,11 +1,13 @@
 //! [`HostStats`]: one endpoint's outcome counters, failure streaks and
 //! ejection state, all atomics.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use super::config::{OutlierDetection, nanos};
+use super::config::OutlierDetection;
+use super::rule::Counts;
 use crate::classify::{FailureKind, Outcome};
+use crate::time::nanos;
 
 /// Why a host was ejected; also the `reason` attribute of the
 /// `lb.outlier.ejections` metric ([`as_str`](Self::as_str)).
@@ -15,6 +17,8 @@ pub enum EjectionReason {
     ConsecutiveFailures,
     /// [`consecutive_gateway_failures`](super::OutlierDetectionBuilder::consecutive_gateway_failures).
     ConsecutiveGatewayFailures,
+    /// [`consecutive_local_origin_failures`](super::OutlierDetectionBuilder::consecutive_local_origin_failures).
+    ConsecutiveLocalOriginFailures,
     /// [`success_rate`](super::OutlierDetectionBuilder::success_rate).
     SuccessRate,
     /// [`failure_percentage`](super::OutlierDetectionBuilder::failure_percentage).
@@ -25,9 +29,10 @@ pub enum EjectionReason {
 
 impl EjectionReason {
     /// Every reason, in the order of [`index`](Self::index).
-    pub const ALL: [EjectionReason; 5] = [
+    pub const ALL: [EjectionReason; 6] = [
         EjectionReason::ConsecutiveFailures,
         EjectionReason::ConsecutiveGatewayFailures,
+        EjectionReason::ConsecutiveLocalOriginFailures,
         EjectionReason::SuccessRate,
         EjectionReason::FailurePercentage,
         EjectionReason::Latency,
@@ -38,6 +43,7 @@ impl EjectionReason {
         match self {
             EjectionReason::ConsecutiveFailures => "consecutive_failures",
             EjectionReason::ConsecutiveGatewayFailures => "consecutive_gateway_failures",
+            EjectionReason::ConsecutiveLocalOriginFailures => "consecutive_local_origin_failures",
             EjectionReason::SuccessRate => "success_rate",
             EjectionReason::FailurePercentage => "failure_percentage",
             EjectionReason::Latency => "latency",
@@ -56,8 +62,10 @@ pub(crate) enum Class {
     /// Served (including slowly): counts as a success, feeds latency.
     Success,
     /// Did not serve; `gateway` for the host-level failures Envoy maps to
-    /// 502/503/504 (gateway answers, connect failures, timeouts).
-    Failure { gateway: bool },
+    /// 502/503/504 (gateway answers, connect failures, timeouts); `local`
+    /// for the failures the client saw itself, with no answer from the host
+    /// (connect failures, timeouts: Envoy's local-origin errors).
+    Failure { gateway: bool, local: bool },
     /// Says nothing about the host's health: `Ignore`, and load shedding
     /// (`Overloaded`, 429) — ejecting a host for shedding load would push its
     /// load onto the others; the picker's penalty already steers around it.
@@ -71,36 +79,19 @@ pub(crate) fn class(outcome: Outcome) -> Class {
         Outcome::Failure(kind) => match kind {
             FailureKind::Slow => Class::Success,
             FailureKind::Overloaded { .. } => Class::Neutral,
-            FailureKind::Error => Class::Failure { gateway: false },
-            FailureKind::Gateway { .. } | FailureKind::Connect | FailureKind::Timeout => {
-                Class::Failure { gateway: true }
-            }
+            FailureKind::Error => Class::Failure {
+                gateway: false,
+                local: false,
+            },
+            FailureKind::Gateway { .. } => Class::Failure {
+                gateway: true,
+                local: false,
+            },
+            FailureKind::Connect | FailureKind::Timeout => Class::Failure {
+                gateway: true,
+                local: true,
+            },
         },
-    }
-}
-
-/// The counts one interval collected for one host (taken and reset by the
-/// detector's evaluation).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Counts {
-    pub(crate) successes: u64,
-    pub(crate) failures: u64,
-    pub(crate) latency_sum_ns: u64,
-    pub(crate) latency_samples: u64,
-}
-
-/// One host's counts for the interval just ended, with its pool index: what
-/// the interval rules judge.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Sample {
-    pub(crate) index: usize,
-    pub(crate) counts: Counts,
-}
-
-impl Sample {
-    /// Requests that count for the rates: successes and failures.
-    pub(crate) fn volume(&self) -> u64 {
-        self.counts.successes.saturating_add(self.counts.failures)
     }
 }
 
@@ -121,6 +112,7 @@ pub struct HostStats {
     latency_samples: AtomicU64,
     consecutive_failures: AtomicU32,
     consecutive_gateway_failures: AtomicU32,
+    consecutive_local_failures: AtomicU32,
     /// End of the current ejection in ns since the epoch; 0 when not ejected
     /// (or ejected and not yet swept by an evaluation).
     ejected_until_ns: AtomicU64,
@@ -128,7 +120,9 @@ pub struct HostStats {
     multiplier: AtomicU32,
     /// Intervals in a row this host was a latency outlier.
     latency_strikes: AtomicU32,
-    ejections: [AtomicU64; 5],
+    ejections: [AtomicU64; EjectionReason::ALL.len()],
+    /// `EjectionReason::index() + 1` of the last ejection; 0 before any.
+    last_reason: AtomicU8,
 }
 
 impl AsRef<HostStats> for HostStats {
@@ -172,6 +166,19 @@ impl HostStats {
         self.consecutive_gateway_failures.load(Relaxed)
     }
 
+    /// Local-origin failures (connect failures, timeouts) in a row.
+    pub fn consecutive_local_origin_failures(&self) -> u32 {
+        self.consecutive_local_failures.load(Relaxed)
+    }
+
+    /// The reason of the host's last ejection, if it was ever ejected.
+    pub fn last_reason(&self) -> Option<EjectionReason> {
+        match self.last_reason.load(Relaxed) {
+            0 => None,
+            i => EjectionReason::ALL.get(usize::from(i) - 1).copied(),
+        }
+    }
+
     /// Successes and failures counted in the current interval.
     pub fn interval_counts(&self) -> (u64, u64) {
         (
@@ -186,7 +193,7 @@ impl HostStats {
     }
 
     /// Records one completed call and returns the consecutive rule it trips,
-    /// if any (the gateway rule first: it is the more specific reason).
+    /// if any (the gateway rule first, then the local-origin rule, then the plain one).
     ///
     /// Records only: ejecting is [`Detector::eject`](super::Detector::eject)'s
     /// job, which needs the pool. A tripped rule stays tripped (the streak is
@@ -210,9 +217,10 @@ impl HostStats {
                 self.latency_samples.fetch_add(1, Relaxed);
                 reset(&self.consecutive_failures);
                 reset(&self.consecutive_gateway_failures);
+                reset(&self.consecutive_local_failures);
                 None
             }
-            Class::Failure { gateway } => {
+            Class::Failure { gateway, local } => {
                 self.failures.fetch_add(1, Relaxed);
                 if self.is_ejected(now_ns) {
                     return None;
@@ -229,11 +237,24 @@ impl HostStats {
                     reset(&self.consecutive_gateway_failures);
                     0
                 };
+                let local_streak = if local {
+                    self.consecutive_local_failures
+                        .fetch_add(1, Relaxed)
+                        .saturating_add(1)
+                } else {
+                    reset(&self.consecutive_local_failures);
+                    0
+                };
                 if cfg
                     .consecutive_gateway_failures
                     .is_some_and(|r| gw_streak >= r.threshold)
                 {
                     Some(EjectionReason::ConsecutiveGatewayFailures)
+                } else if cfg
+                    .consecutive_local_origin_failures
+                    .is_some_and(|r| local_streak >= r.threshold)
+                {
+                    Some(EjectionReason::ConsecutiveLocalOriginFailures)
                 } else if cfg
                     .consecutive_failures
                     .is_some_and(|r| streak >= r.threshold)
@@ -270,8 +291,10 @@ impl HostStats {
             .store(m.saturating_add(1).min(max_multiplier), Relaxed);
         self.consecutive_failures.store(0, Relaxed);
         self.consecutive_gateway_failures.store(0, Relaxed);
+        self.consecutive_local_failures.store(0, Relaxed);
         self.latency_strikes.store(0, Relaxed);
         self.ejections[reason.index()].fetch_add(1, Relaxed);
+        self.last_reason.store(reason.index() as u8 + 1, Relaxed);
     }
 
     /// The multiplier this host's next ejection will use (before the bump).
@@ -287,6 +310,7 @@ impl HostStats {
     pub(crate) fn record_not_enforced(&self) {
         self.consecutive_failures.store(0, Relaxed);
         self.consecutive_gateway_failures.store(0, Relaxed);
+        self.consecutive_local_failures.store(0, Relaxed);
     }
 
     /// Ends an ejection whose time is up (called under the detector's lock).

@@ -1,7 +1,7 @@
 //! The latency-outlier rule (ours; no Envoy or gRPC equivalent).
 
-use super::config::{DEFAULT_ENFORCING_PERCENT, check_min, check_percent};
-use super::host::Sample;
+use super::rule::Sample;
+use super::rule::{DEFAULT_ENFORCING_PERCENT, check_min, check_percent};
 use crate::error::ConfigError;
 
 /// A host is a latency outlier when its mean latency over an interval
@@ -154,7 +154,7 @@ impl LatencyOutlier {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outlier::host::Counts;
+    use crate::outlier::rule::Counts;
 
     #[test]
     fn latency_median_of_even_pool_is_the_middle_pair_average() {

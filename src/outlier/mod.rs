@@ -9,6 +9,7 @@
 //! |---|---|---|
 //! | consecutive failures | at once, on the response | 5 in a row |
 //! | consecutive gateway failures (`Gateway`, `Connect`, `Timeout`) | at once | 5 in a row |
+//! | consecutive local-origin failures (`Connect`, `Timeout`: no answer) | at once | 5 in a row |
 //! | success rate | each interval | below mean − 1.9 σ and below 99%; ≥ 5 hosts with ≥ 100 requests |
 //! | failure percentage | each interval | above 85%; ≥ 5 hosts with ≥ 50 requests |
 //! | latency | each interval | mean > 3 × pool median for 3 intervals; ≥ 3 hosts with ≥ 50 samples |
@@ -32,7 +33,7 @@
 //! **What counts:** `Success` and `Failure(Slow)` are successes and
 //! latency samples (a slow call was served; the latency rule judges it);
 //! `Error`, `Timeout`, `Connect` and `Gateway` are failures, the last three
-//! also gateway failures (Envoy maps connect failures and timeouts to
+//! also gateway failures, `Connect` and `Timeout` also local-origin failures (Envoy maps connect failures and timeouts to
 //! 503/504); `Overloaded` (429) and `Ignore` count for nothing — ejecting a
 //! host for shedding load would push its load onto the others.
 //!
@@ -79,15 +80,17 @@ mod evaluate;
 mod failure_percentage;
 mod host;
 mod latency;
+mod rule;
 mod success_rate;
 
 pub use config::{
-    DEFAULT_BASE_EJECTION_TIME, DEFAULT_ENFORCING_PERCENT, DEFAULT_INTERVAL,
-    DEFAULT_MAX_EJECTION_JITTER, DEFAULT_MAX_EJECTION_PERCENT, DEFAULT_MAX_EJECTION_TIME,
-    OutlierDetection, OutlierDetectionBuilder, max_ejections,
+    DEFAULT_BASE_EJECTION_TIME, DEFAULT_INTERVAL, DEFAULT_MAX_EJECTION_JITTER,
+    DEFAULT_MAX_EJECTION_PERCENT, DEFAULT_MAX_EJECTION_TIME, OutlierDetection,
+    OutlierDetectionBuilder, max_ejections,
 };
 pub use consecutive::{
     Consecutive, DEFAULT_CONSECUTIVE_FAILURES, DEFAULT_CONSECUTIVE_GATEWAY_FAILURES,
+    DEFAULT_CONSECUTIVE_LOCAL_ORIGIN_FAILURES,
 };
 pub use detector::Detector;
 pub use evaluate::Evaluation;
@@ -100,6 +103,7 @@ pub use latency::{
     DEFAULT_LATENCY_CONSECUTIVE_INTERVALS, DEFAULT_LATENCY_FACTOR, DEFAULT_LATENCY_MINIMUM_HOSTS,
     DEFAULT_LATENCY_REQUEST_VOLUME, LatencyOutlier,
 };
+pub use rule::DEFAULT_ENFORCING_PERCENT;
 pub use success_rate::{
     DEFAULT_SUCCESS_RATE_EJECTION_THRESHOLD, DEFAULT_SUCCESS_RATE_MINIMUM_HOSTS,
     DEFAULT_SUCCESS_RATE_REQUEST_VOLUME, DEFAULT_SUCCESS_RATE_STDEV_FACTOR, SuccessRate,

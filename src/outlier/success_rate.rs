@@ -1,7 +1,7 @@
 //! The success-rate rule (Envoy, gRPC A50), plus an ejection threshold.
 
-use super::config::{DEFAULT_ENFORCING_PERCENT, check_min, check_percent};
-use super::host::Sample;
+use super::rule::Sample;
+use super::rule::{DEFAULT_ENFORCING_PERCENT, check_min, check_percent};
 use crate::error::ConfigError;
 
 /// A host is a success-rate outlier below `mean − 1.9 σ` of the pool
@@ -145,7 +145,7 @@ impl SuccessRate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outlier::host::Counts;
+    use crate::outlier::rule::Counts;
 
     fn s(index: usize, successes: u64, failures: u64) -> Sample {
         Sample {

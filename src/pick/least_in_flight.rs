@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use super::{Context, Pick, Picker};
+use super::{Pick, Picker, Pool};
 use crate::endpoint::EndpointState;
 
 /// Least in-flight ("least connections"): a full scan for the endpoint with the
@@ -25,7 +25,7 @@ impl Picker for LeastInFlight {
 }
 
 impl<Req> Pick<Req> for LeastInFlight {
-    fn pick(&self, _: &Req, cx: &Context<'_, ()>) -> Option<usize> {
+    fn pick(&self, _: &Req, cx: &Pool<'_, ()>) -> Option<usize> {
         cx.min_by_score(|i| (cx.in_flight(i) + 1) as f64 / cx.weight(i))
     }
 }

@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use super::{Context, Pick, Picker};
+use super::{Pick, Picker, Pool};
 use crate::endpoint::EndpointState;
 
 /// Naive least response time: a full scan for the lowest latency estimate,
@@ -31,7 +31,7 @@ impl Picker for LeastResponseTime {
 }
 
 impl<Req> Pick<Req> for LeastResponseTime {
-    fn pick(&self, _: &Req, cx: &Context<'_, ()>) -> Option<usize> {
+    fn pick(&self, _: &Req, cx: &Pool<'_, ()>) -> Option<usize> {
         cx.min_by_score(|i| cx.estimate(i).mean_ns)
     }
 }

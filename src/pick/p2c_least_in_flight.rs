@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use super::{Context, Pick, Picker};
+use super::{Pick, Picker, Pool};
 use crate::endpoint::EndpointState;
 
 /// Power of two choices on in-flight count (Envoy's `least_request`): draw two
@@ -25,7 +25,7 @@ impl Picker for P2cLeastInFlight {
 }
 
 impl<Req> Pick<Req> for P2cLeastInFlight {
-    fn pick(&self, _: &Req, cx: &Context<'_, ()>) -> Option<usize> {
+    fn pick(&self, _: &Req, cx: &Pool<'_, ()>) -> Option<usize> {
         super::best_of_fraction(cx, 2, |i| ((cx.in_flight(i) + 1) as f64, cx.weight(i)))
     }
 }

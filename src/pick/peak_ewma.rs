@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use super::{
-    Context, MAX_CHOICES, Pick, Picker, best_of_fraction, cost_key, key_winner, three_distinct,
+    MAX_CHOICES, Pick, Picker, Pool, best_of_fraction, cost_key, key_winner, three_distinct,
 };
 use crate::endpoint::EndpointState;
 use crate::error::ConfigError;
@@ -115,7 +115,7 @@ impl PeakEwma {
 
     /// The cost of endpoint `i` at the time of the pick.
     #[inline(always)]
-    pub fn cost<T>(&self, cx: &Context<'_, T>, i: usize) -> f64 {
+    pub fn cost<T>(&self, cx: &Pool<'_, T>, i: usize) -> f64 {
         let (num, den) = self.cost_fraction(cx, i);
         num / den
     }
@@ -123,7 +123,7 @@ impl PeakEwma {
     /// The cost as `numerator / denominator`, so picks compare candidates
     /// by cross-multiplication instead of dividing.
     #[inline(always)]
-    fn cost_fraction<T>(&self, cx: &Context<'_, T>, i: usize) -> (f64, f64) {
+    fn cost_fraction<T>(&self, cx: &Pool<'_, T>, i: usize) -> (f64, f64) {
         let e = cx.estimate(i);
         let state = cx.endpoint(i);
         // (in_flight / p + 1) = (in_flight + p) / p.
@@ -157,9 +157,9 @@ impl Picker for PeakEwma {
 
 impl<Req> Pick<Req> for PeakEwma {
     #[inline]
-    fn pick(&self, _: &Req, cx: &Context<'_, ()>) -> Option<usize> {
+    fn pick(&self, _: &Req, cx: &Pool<'_, ()>) -> Option<usize> {
         let n = cx.len();
-        if n > self.choices && self.choices <= 3 && n < 1 << 16 && cx.sampler.is_uniform() {
+        if n > self.choices && self.choices <= 3 && n < 1 << 16 && cx.is_uniform() {
             // The default's path, with the cost inlined (through a closure
             // shared with the fallbacks it would be a call per candidate).
             let candidates = three_distinct(cx, self.choices);

@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use super::{Context, Pick, Picker};
+use super::{Pick, Picker, Pool};
 use crate::endpoint::EndpointState;
 
 /// How many weighted draws to try before scanning for any available endpoint.
@@ -27,7 +27,7 @@ impl Picker for Random {
 }
 
 impl<Req> Pick<Req> for Random {
-    fn pick(&self, _: &Req, cx: &Context<'_, ()>) -> Option<usize> {
+    fn pick(&self, _: &Req, cx: &Pool<'_, ()>) -> Option<usize> {
         if cx.is_empty() {
             return None;
         }

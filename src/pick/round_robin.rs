@@ -1,7 +1,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::{Context, Pick, Picker};
+use super::{Pick, Picker, Pool};
 use crate::endpoint::EndpointState;
 
 /// Plain round robin: each pick takes the next index, skipping endpoints that
@@ -27,7 +27,7 @@ impl Picker for RoundRobin {
 }
 
 impl<Req> Pick<Req> for RoundRobin {
-    fn pick(&self, _: &Req, cx: &Context<'_, ()>) -> Option<usize> {
+    fn pick(&self, _: &Req, cx: &Pool<'_, ()>) -> Option<usize> {
         if cx.is_empty() {
             return None;
         }

@@ -1,7 +1,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::{Context, Pick, Picker};
+use super::{Pick, Picker, Pool};
 use crate::endpoint::EndpointState;
 
 /// Weights are quantised to integers with this resolution relative to the
@@ -100,7 +100,7 @@ impl Picker for WeightedRoundRobin {
 }
 
 impl<Req> Pick<Req> for WeightedRoundRobin {
-    fn pick(&self, _: &Req, cx: &Context<'_, Schedule>) -> Option<usize> {
+    fn pick(&self, _: &Req, cx: &Pool<'_, Schedule>) -> Option<usize> {
         let seq = &cx.table().0;
         if seq.is_empty() || cx.is_empty() {
             return None;

@@ -14,9 +14,11 @@ use tower_service::Service;
 use super::Error;
 use super::layer::Shared;
 use super::policy::Replay;
+use super::stats::RetryStats;
 use super::stats::bump;
-use crate::balance::{MAX_AVOID, call_avoiding};
+use crate::balance::MAX_AVOID;
 use crate::classify::{Classify, Outcome};
+use crate::scope::{Seen, scoped};
 
 pin_project! {
     /// The response future of [`Retry`](super::Retry).
@@ -115,6 +117,19 @@ struct Tried {
 }
 
 impl Tried {
+    /// Records what a retry or hedge's call saw: the endpoint picked, and
+    /// whether the avoid hint reached a balancer at all.
+    fn record(&mut self, seen: Seen, stats: &RetryStats) {
+        if self.len > 0 && !seen.reached {
+            bump(&stats.hints_lost);
+            tracing::debug!(
+                target: "tower_lb",
+                "retry hint reached no balancer: a layer between the retry layer and the balancer defers calls"
+            );
+        }
+        self.push(seen.picked);
+    }
+
     fn push(&mut self, id: Option<u64>) {
         if let Some(id) = id
             && self.len < MAX_AVOID
@@ -163,7 +178,12 @@ where
         };
         let polled = match fut.poll(cx) {
             Poll::Ready(res) => SlotPoll::Done(res, now.saturating_duration_since(*start)),
-            Poll::Pending if until.is_some_and(|u| now >= u) => SlotPoll::TimedOut,
+            Poll::Pending if until.is_some_and(|u| now >= u) => {
+                // The per-try timeout is ours: a balancer below records the
+                // dropped call as a timeout failure of its endpoint.
+                crate::scope::timed_out(|| self.set(Slot::Idle));
+                return SlotPoll::TimedOut;
+            }
             Poll::Pending => return SlotPoll::Pending,
         };
         self.set(Slot::Idle);
@@ -303,8 +323,11 @@ where
                 return Poll::Pending;
             }
             if this.deadline.is_some_and(|d| now >= d) {
-                this.primary.set(Slot::Idle);
-                this.hedge.set(Slot::Idle);
+                // The deadline is ours too: attempts cut by it are timeouts.
+                crate::scope::timed_out(|| {
+                    this.primary.set(Slot::Idle);
+                    this.hedge.set(Slot::Idle);
+                });
                 bump(&shared.stats.deadlines);
                 *this.phase = Phase::Done;
                 let last = std::mem::replace(this.last, Last::Nothing);
@@ -375,11 +398,11 @@ where
                                         );
                                         if let Some(req) = req {
                                             let service = &mut *this.service;
-                                            let (fut, picked) = call_avoiding(
-                                                &this.tried.ids[..this.tried.len],
-                                                || service.call(req),
-                                            );
-                                            this.tried.push(picked);
+                                            let (fut, seen) =
+                                                scoped(&this.tried.ids[..this.tried.len], || {
+                                                    service.call(req)
+                                                });
+                                            this.tried.record(seen, &shared.stats);
                                             *this.attempts += 1;
                                             bump(&shared.stats.hedges);
                                             this.hedge.set(Slot::running(
@@ -476,9 +499,9 @@ where
                             }));
                         };
                         let service = &mut *this.service;
-                        let (fut, picked) =
-                            call_avoiding(&this.tried.ids[..this.tried.len], || service.call(req));
-                        this.tried.push(picked);
+                        let (fut, seen) =
+                            scoped(&this.tried.ids[..this.tried.len], || service.call(req));
+                        this.tried.record(seen, &shared.stats);
                         *this.attempts += 1;
                         *this.retries += 1;
                         bump(&shared.stats.retries);

@@ -76,6 +76,8 @@ mod error;
 mod future;
 mod hedge;
 mod layer;
+#[cfg(feature = "metrics")]
+mod metrics;
 mod policy;
 mod service;
 mod stats;

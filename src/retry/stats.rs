@@ -13,12 +13,28 @@ pub struct RetryStats {
     pub(crate) budget_exhausted: AtomicU64,
     pub(crate) try_timeouts: AtomicU64,
     pub(crate) deadlines: AtomicU64,
+    pub(crate) hints_lost: AtomicU64,
 }
 
 impl RetryStats {
     /// Requests that entered the layer.
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Attempts sent: first attempts, retries and hedges.
+    pub fn attempts(&self) -> u64 {
+        self.requests() + self.retries() + self.hedges()
+    }
+
+    /// Retries and hedges whose "avoid the endpoints already tried" hint
+    /// reached no balancer: a layer between the retry layer and the
+    /// `Balance` deferred the call to another task (`tower::buffer`, for
+    /// one), so the balancer could pick a tried endpoint again. Nonzero
+    /// means: move that layer below the balancer or above the retry layer
+    /// (see [`call_avoiding`](crate::balance::call_avoiding)).
+    pub fn hints_lost(&self) -> u64 {
+        self.hints_lost.load(Ordering::Relaxed)
     }
 
     /// Retries sent (attempts after the first, hedges not included).

@@ -2,7 +2,7 @@
 //! endpoints and, with bounded load on, endpoints above their share.
 
 use crate::error::ConfigError;
-use crate::pick::Context;
+use crate::pick::Pool;
 
 /// The balance factor `c` suggested by Mirrokni, Thorup and Zadimoghaddam,
 /// "Consistent Hashing with Bounded Loads" (2018): no endpoint carries more
@@ -35,7 +35,7 @@ pub(crate) fn check(c: f64) -> Result<f64, ConfigError> {
 /// one met, else `None`. Never allocates; never panics on a table that does
 /// not match the context.
 pub(crate) fn place<T>(
-    cx: &Context<'_, T>,
+    cx: &Pool<'_, T>,
     bound: Option<f64>,
     order: &[u32],
     rank: &[u32],
@@ -71,7 +71,7 @@ pub(crate) fn place<T>(
 /// One pick's state: the cap, computed at most once, and the first
 /// available endpoint met, the answer when every endpoint is above the cap.
 struct Search<'c, 'a, T> {
-    cx: &'c Context<'a, T>,
+    cx: &'c Pool<'a, T>,
     bound: Option<f64>,
     cap: Option<usize>,
     first_available: Option<usize>,

@@ -5,7 +5,7 @@ use super::{HashTable, point};
 use crate::endpoint::EndpointState;
 use crate::error::ConfigError;
 use crate::pick::key::RequestKey;
-use crate::pick::{Context, PeakEwma, Pick, Picker};
+use crate::pick::{PeakEwma, Pick, Picker, Pool};
 
 /// Modulo hashing: the endpoint at position `hash(key) mod n` of the
 /// endpoints sorted by their own hash (the seed study's "IP hash").
@@ -96,7 +96,7 @@ where
     E: RequestKey<Req>,
     F: Pick<Req>,
 {
-    fn pick(&self, req: &Req, cx: &Context<'_, Self::Table>) -> Option<usize> {
+    fn pick(&self, req: &Req, cx: &Pool<'_, Self::Table>) -> Option<usize> {
         let t = cx.table();
         let Some(key) = self.key.key(req) else {
             return self.fallback.pick(req, &cx.with_table(&t.fallback));

@@ -5,7 +5,7 @@ use super::{HashTable, key_order, point};
 use crate::endpoint::EndpointState;
 use crate::error::ConfigError;
 use crate::pick::key::RequestKey;
-use crate::pick::{Context, PeakEwma, Pick, Picker};
+use crate::pick::{PeakEwma, Pick, Picker, Pool};
 
 /// Default lookup-table size: 65537, the prime the Maglev paper (Eisenbud et
 /// al., NSDI 2016) uses and Envoy's default. Balance within about 1% needs
@@ -259,7 +259,7 @@ where
     E: RequestKey<Req>,
     F: Pick<Req>,
 {
-    fn pick(&self, req: &Req, cx: &Context<'_, Self::Table>) -> Option<usize> {
+    fn pick(&self, req: &Req, cx: &Pool<'_, Self::Table>) -> Option<usize> {
         let t = cx.table();
         let Some(key) = self.key.key(req) else {
             return self.fallback.pick(req, &cx.with_table(&t.fallback));

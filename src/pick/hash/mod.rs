@@ -13,7 +13,7 @@
 //!
 //! # Skipping: availability and bounded load
 //!
-//! An endpoint that is not [available](super::Context::is_available) (at its
+//! An endpoint that is not [available](super::Pool::is_available) (at its
 //! in-flight cap, or already tried by a retry) is skipped, and so, with
 //! [`bounded_load(c)`](RingHash::bounded_load), is an endpoint whose in-flight
 //! count would exceed `ceil(c · (total_in_flight + 1) / n)` — consistent
@@ -131,6 +131,21 @@ pub(crate) fn key_order(endpoints: &[Arc<EndpointState>]) -> Box<[u32]> {
     let mut order: Vec<u32> = (0..endpoints.len() as u32).collect();
     order.sort_unstable_by_key(|&i| (endpoints[i as usize].key_hash(), i));
     order.into()
+}
+
+/// XXH64 (seed 0) over the key's `Hash` output: an endpoint's position
+/// input ([`EndpointState::key_hash`]). For `str` and `String` that output
+/// is the bytes followed by `0xFF`, so string keys place endpoints on a
+/// ring or Maglev table identically in every process and on every machine
+/// (the golden-value tests pin it). Integer and `SocketAddr` keys hash in
+/// native byte order and `usize` width: they agree only between machines of
+/// the same architecture, so prefer string keys where several gateways must
+/// agree on affinity.
+pub(crate) fn key_hash<K: std::hash::Hash + ?Sized>(key: &K) -> u64 {
+    use std::hash::Hasher;
+    let mut h = xxhash_rust::xxh64::Xxh64::new(0);
+    key.hash(&mut h);
+    h.finish()
 }
 
 /// The request point: the key mixed once more, so that small or sequential

@@ -5,7 +5,7 @@ use super::{HashTable, point};
 use crate::endpoint::EndpointState;
 use crate::error::ConfigError;
 use crate::pick::key::RequestKey;
-use crate::pick::{Context, PeakEwma, Pick, Picker};
+use crate::pick::{PeakEwma, Pick, Picker, Pool};
 
 /// Default ring points per unit of weight: 150, the value the seed study's
 /// ring used (ketama uses 160 per server). With 150 points an endpoint's
@@ -204,7 +204,7 @@ where
     E: RequestKey<Req>,
     F: Pick<Req>,
 {
-    fn pick(&self, req: &Req, cx: &Context<'_, Self::Table>) -> Option<usize> {
+    fn pick(&self, req: &Req, cx: &Pool<'_, Self::Table>) -> Option<usize> {
         let t = cx.table();
         let Some(key) = self.key.key(req) else {
             return self.fallback.pick(req, &cx.with_table(&t.fallback));

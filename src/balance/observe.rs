@@ -1,0 +1,37 @@
+//! What a balancer tells an observer (metrics implement it): endpoints
+//! joining, the endpoint set, pick timings. The balancer's core calls it
+//! through `Option<Arc<dyn Observe>>`, so without an observer a call pays
+//! one branch, and the core never depends on who observes.
+
+use std::sync::Arc;
+
+use crate::endpoint::{EndpointObserver, EndpointState};
+use crate::health::Health;
+
+/// Turns an endpoint key into its label (events, `tracing`, metrics).
+pub(crate) type Label<K> = Arc<dyn Fn(&K) -> String + Send + Sync>;
+
+/// A balancer's observer.
+pub(crate) trait Observe: Send + Sync + 'static {
+    /// The observer of a new endpoint labelled `label`, if it wants one.
+    fn endpoint(&self, id: u64, label: &str) -> Option<Box<dyn EndpointObserver>>;
+
+    /// Every new endpoint set, draining members included.
+    fn set_pool(&self, members: &[Arc<EndpointState>]);
+
+    /// Whether to time this pick: `Some(start)` for a sampled one.
+    fn pick_started(&self) -> Option<std::time::Instant>;
+
+    /// A sampled pick that started at `start` has ended.
+    fn pick_ended(&self, start: std::time::Instant);
+}
+
+/// What an observer is made from when the balancer is built.
+pub(crate) struct Built<'a> {
+    /// The picker's name.
+    pub(crate) algorithm: &'static str,
+    pub(crate) health: &'a Arc<Health>,
+}
+
+/// Makes the observer once the balancer's parts exist.
+pub(crate) type MakeObserver = Box<dyn FnOnce(&Built<'_>) -> Arc<dyn Observe> + Send>;

@@ -1,0 +1,67 @@
+//! The endpoint set one pick sees: an immutable snapshot, swapped whole on
+//! every membership or weight change.
+
+use std::sync::Arc;
+
+use crate::endpoint::EndpointState;
+use crate::pick::Picker;
+use crate::pick::sampler::Sampler;
+
+/// One endpoint's identity and service.
+pub(crate) struct Entry<K, S> {
+    pub(crate) key: K,
+    pub(crate) service: S,
+}
+
+/// One endpoint of the set: identity and service, and its live state.
+pub(crate) struct Member<K, S> {
+    pub(crate) entry: Arc<Entry<K, S>>,
+    pub(crate) state: Arc<EndpointState>,
+}
+
+impl<K, S> Clone for Member<K, S> {
+    fn clone(&self) -> Self {
+        Self {
+            entry: Arc::clone(&self.entry),
+            state: Arc::clone(&self.state),
+        }
+    }
+}
+
+/// An immutable view of the endpoint set.
+pub(crate) struct Snapshot<K, S, T> {
+    /// Every endpoint, draining ones included, in insertion order.
+    pub(crate) members: Vec<Member<K, S>>,
+    /// The endpoints picks choose from: the members that are not draining
+    /// (all of them when every member drains, as kube-proxy falls back to
+    /// terminating endpoints when no ready one is left).
+    pub(crate) entries: Vec<Arc<Entry<K, S>>>,
+    /// Parallel to `entries`; kept apart so pickers see a plain slice.
+    pub(crate) states: Vec<Arc<EndpointState>>,
+    pub(crate) sampler: Sampler,
+    pub(crate) table: T,
+}
+
+impl<K, S, T> Snapshot<K, S, T> {
+    pub(crate) fn new<P: Picker<Table = T>>(picker: &P, members: Vec<Member<K, S>>) -> Self {
+        let serving = members.iter().any(|m| !m.state.is_draining());
+        let (entries, states): (Vec<_>, Vec<_>) = members
+            .iter()
+            .filter(|m| !serving || !m.state.is_draining())
+            .map(|m| (Arc::clone(&m.entry), Arc::clone(&m.state)))
+            .unzip();
+        let weights: Vec<f64> = states.iter().map(|s| s.weight()).collect();
+        Self {
+            sampler: Sampler::new(&weights),
+            table: picker.table(&states),
+            members,
+            entries,
+            states,
+        }
+    }
+
+    /// The live state of every member, draining ones included.
+    pub(crate) fn member_states(&self) -> Vec<Arc<EndpointState>> {
+        self.members.iter().map(|m| Arc::clone(&m.state)).collect()
+    }
+}

@@ -1,0 +1,150 @@
+//! [`InFlight`]: one request's slot on an endpoint, from dispatch to the end
+//! of the call.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::EndpointState;
+use crate::breaker::Ticket;
+use crate::classify::{FailureKind, Outcome};
+
+/// One in-flight request on an endpoint. Dropping it releases the slot, exactly
+/// once, whether the call succeeded, failed, timed out or was abandoned.
+///
+/// How the call is recorded depends on how it ends:
+///
+/// * **finished** (an answer or an error): latency and outcome go to the
+///   latency model, then to the health owner (breaker, outlier rules,
+///   events, metrics);
+/// * **timed out by the stack** (the balancer's own timeout, or dropped
+///   inside [`balance::timed_out`](crate::balance::timed_out), as the retry
+///   layer does at a per-try timeout): a failure of kind
+///   [`FailureKind::Timeout`], recorded everywhere a failure is;
+/// * **abandoned** (dropped by its caller, a lost hedge): only a lower bound
+///   on the endpoint's latency (how long it waited); its breaker permit is
+///   given back.
+#[derive(Debug)]
+pub struct InFlight {
+    state: Arc<EndpointState>,
+    concurrency: usize,
+    /// The breaker's permit for this call, when the endpoint has a breaker.
+    ticket: Option<Ticket>,
+    /// When the call was dispatched, in ns since the balancer's epoch.
+    start_ns: u64,
+    /// Dispatched and not yet recorded.
+    pending: bool,
+}
+
+impl InFlight {
+    pub(super) fn new(state: Arc<EndpointState>, concurrency: usize) -> Self {
+        Self {
+            state,
+            concurrency,
+            ticket: None,
+            start_ns: 0,
+            pending: false,
+        }
+    }
+
+    /// The endpoint this request is on.
+    pub fn endpoint(&self) -> &Arc<EndpointState> {
+        &self.state
+    }
+
+    /// Requests in flight on the endpoint when this one was dispatched,
+    /// itself included.
+    pub fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
+    /// Attaches the breaker permit the call was admitted with.
+    #[inline]
+    pub(crate) fn with_ticket(mut self, ticket: Option<Ticket>) -> Self {
+        self.ticket = ticket;
+        self
+    }
+
+    /// Starts the call's clock (`now_ns` since the balancer's epoch).
+    #[inline]
+    pub(crate) fn started_at(mut self, now_ns: u64) -> Self {
+        self.start_ns = now_ns;
+        self.pending = true;
+        self
+    }
+
+    /// Ends the call: measures its latency, asks `classify` for its outcome
+    /// and records both, then releases the slot.
+    #[inline]
+    pub(crate) fn finish(mut self, classify: impl FnOnce(Duration) -> Outcome) {
+        let (now, now_ns, latency) = self.elapsed();
+        self.settle(classify(latency), latency, now, now_ns);
+    }
+
+    /// Ends the call as timed out by the stack (a failure of kind
+    /// `Timeout`), then releases the slot.
+    pub(crate) fn time_out(mut self) {
+        self.settle_timeout();
+    }
+
+    /// The time now, in ns since the epoch, and the call's latency so far.
+    #[inline]
+    fn elapsed(&self) -> (Instant, u64, Duration) {
+        let now = Instant::now();
+        let now_ns = self.state.model.nanos(now);
+        (
+            now,
+            now_ns,
+            Duration::from_nanos(now_ns.saturating_sub(self.start_ns)),
+        )
+    }
+
+    fn settle_timeout(&mut self) {
+        let (now, now_ns, latency) = self.elapsed();
+        self.settle(Outcome::Failure(FailureKind::Timeout), latency, now, now_ns);
+    }
+
+    /// Records a call that ended: the latency model, the endpoint's
+    /// observer, then the health owner. The slot is released by `drop`,
+    /// after everything is recorded.
+    #[inline]
+    fn settle(&mut self, outcome: Outcome, latency: Duration, now: Instant, now_ns: u64) {
+        self.pending = false;
+        let state = &*self.state;
+        state.record(
+            outcome,
+            crate::time::nanos(latency),
+            now_ns,
+            self.concurrency,
+        );
+        if let Some(o) = &state.observer {
+            o.finished(outcome, latency);
+        }
+        let ticket = self.ticket.take();
+        state
+            .model
+            .judge
+            .finished(state, ticket, outcome, latency, now, now_ns);
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if self.pending {
+            if crate::scope::dropping_timed_out() {
+                self.settle_timeout();
+            } else {
+                self.pending = false;
+                let state = &*self.state;
+                let now_ns = state.model.nanos(Instant::now());
+                state.record_abandoned(now_ns.saturating_sub(self.start_ns), now_ns);
+                state.model.judge.abandoned(state, self.ticket.take());
+            }
+        } else if let Some(t) = self.ticket.take() {
+            // Admitted but never started (a lost race for the slot).
+            self.state.model.judge.abandoned(&self.state, Some(t));
+        }
+        self.state.release();
+    }
+}

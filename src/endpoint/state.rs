@@ -1,0 +1,383 @@
+//! [`EndpointState`]: one endpoint's live state.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use tokio::time::Instant;
+
+use super::ewma::{Ewma, Rates, decay};
+use super::parallelism::Parallelism;
+use super::{EndpointMeta, EndpointObserver, InFlight, MAX_RETRY_AFTER_PENALTY, Model};
+use crate::breaker::CircuitBreaker;
+use crate::classify::Outcome;
+use crate::outlier::HostStats;
+
+/// The floor latency of the parallelism estimate creeps up this many times
+/// slower than the latency EWMA decays, so sustained queueing is not
+/// mistaken for a slower replica.
+const FLOOR_DECAY_FACTOR: f64 = 6.0;
+
+/// A latency estimate for an endpoint, projected to the time it was read.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimate {
+    /// Peak-EWMA latency, in nanoseconds.
+    pub mean_ns: f64,
+    /// EWMA of the absolute deviation from the estimate, in nanoseconds.
+    pub spread_ns: f64,
+    /// Recent share of failed calls, in `[0, 1]`, forgiven while idle.
+    pub failure_rate: f64,
+}
+
+/// Live state of one endpoint: in-flight count, weight, latency and outcome
+/// counters, placement, and the inputs of its health.
+#[repr(C)]
+pub struct EndpointState {
+    /// Everything a pick reads and a response writes, in one cache line.
+    hot: Hot,
+    id: u64,
+    key_hash: u64,
+    /// How events and metrics name the endpoint.
+    label: Box<str>,
+    failures: AtomicU64,
+    /// Completed calls classified `Ignore`.
+    ignored: AtomicU64,
+    /// Calls dropped before they ended (cancelled, lost hedges).
+    abandoned: AtomicU64,
+    outlier: HostStats,
+    breaker: Option<CircuitBreaker>,
+    /// Reasons the health owner counts this endpoint unhealthy (bit set).
+    health_bits: AtomicU8,
+    /// Whether the endpoint is in the set the health census counts.
+    counted: AtomicBool,
+    /// Takes no new picks while set; in-flight calls finish.
+    draining: AtomicBool,
+    meta: ArcSwap<EndpointMeta>,
+    pub(super) model: Arc<Model>,
+    pub(super) observer: Option<Box<dyn EndpointObserver>>,
+}
+
+/// The fields on the request path, kept to one 64-byte cache line: a pick
+/// reads one line per candidate, and two threads picking over the same
+/// endpoints bounce one line per endpoint rather than two or three.
+#[derive(Debug)]
+#[repr(C, align(64))]
+struct Hot {
+    in_flight: AtomicUsize,
+    latency: Ewma,
+    parallelism: Parallelism,
+    weight: AtomicU64,
+    /// Start of this endpoint's slow-start ramp (ns since epoch);
+    /// `NO_RAMP` when it has none.
+    ramp_start: u64,
+    requests: AtomicU64,
+}
+
+const NO_RAMP: u64 = u64::MAX;
+
+const _: () = assert!(std::mem::size_of::<Hot>() == 64);
+
+/// How a new endpoint starts.
+pub(crate) struct Birth {
+    pub(crate) id: u64,
+    pub(crate) key_hash: u64,
+    pub(crate) label: Box<str>,
+    pub(crate) weight: f64,
+    pub(crate) meta: EndpointMeta,
+    /// Ramp its weight up (slow start), if the model has slow start.
+    pub(crate) ramp: bool,
+    pub(crate) breaker: Option<CircuitBreaker>,
+    pub(crate) observer: Option<Box<dyn EndpointObserver>>,
+}
+
+impl EndpointState {
+    pub(crate) fn new(birth: Birth, model: &Arc<Model>, now: Instant) -> Self {
+        let now_ns = model.nanos(now);
+        Self {
+            hot: Hot {
+                in_flight: AtomicUsize::new(0),
+                latency: Ewma::new(model.default_rtt_ns, now_ns),
+                parallelism: Parallelism::new(),
+                weight: AtomicU64::new(birth.weight.to_bits()),
+                ramp_start: if birth.ramp && model.slow_start.is_some() {
+                    now_ns
+                } else {
+                    NO_RAMP
+                },
+                requests: AtomicU64::new(0),
+            },
+            id: birth.id,
+            key_hash: birth.key_hash,
+            label: birth.label,
+            failures: AtomicU64::new(0),
+            ignored: AtomicU64::new(0),
+            abandoned: AtomicU64::new(0),
+            outlier: HostStats::default(),
+            breaker: birth.breaker,
+            health_bits: AtomicU8::new(0),
+            counted: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
+            meta: ArcSwap::from_pointee(birth.meta),
+            model: Arc::clone(model),
+            observer: birth.observer,
+        }
+    }
+
+    /// A number unique to this endpoint within its balancer, never reused.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// XXH64 (seed 0) of the endpoint key's `Hash` output: the endpoint's
+    /// position input for the hash pickers, the same in every process.
+    pub fn key_hash(&self) -> u64 {
+        self.key_hash
+    }
+
+    /// How health events, `tracing` and metrics name this endpoint: its
+    /// key's label (see [`Builder::labels`](crate::balance::Builder::labels)).
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// Requests dispatched to this endpoint and not yet finished.
+    #[inline(always)]
+    pub fn in_flight(&self) -> usize {
+        self.hot.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// The configured weight.
+    #[inline(always)]
+    pub fn weight(&self) -> f64 {
+        f64::from_bits(self.hot.weight.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn set_weight(&self, w: f64) {
+        self.hot.weight.store(w.to_bits(), Ordering::Relaxed);
+    }
+
+    /// The weight after slow start, at `now_ns` (ns since the balancer's epoch).
+    #[inline(always)]
+    pub(crate) fn effective_weight_ns(&self, now_ns: u64) -> f64 {
+        let w = self.weight();
+        // `ramp_start` is only set when the model has slow start.
+        match self.hot.ramp_start {
+            NO_RAMP => w,
+            start => match &self.model.slow_start {
+                Some(ss) => w * ss.factor(now_ns.saturating_sub(start)),
+                None => w,
+            },
+        }
+    }
+
+    /// The weight after slow start, at `now`.
+    pub fn effective_weight(&self, now: Instant) -> f64 {
+        self.effective_weight_ns(self.model.nanos(now))
+    }
+
+    /// [`estimate`](Self::estimate) at `now_ns`, with the model's rates at
+    /// hand (a pick carries them, saving a pointer chase per candidate).
+    #[inline(always)]
+    pub(crate) fn estimate_with(&self, now_ns: u64, rates: Rates) -> Estimate {
+        let r = self.hot.latency.read(now_ns, rates);
+        Estimate {
+            mean_ns: r.est,
+            spread_ns: r.spread,
+            failure_rate: r.failure,
+        }
+    }
+
+    /// The latency estimate projected to `now` (decay applied, nothing written).
+    pub fn estimate(&self, now: Instant) -> Estimate {
+        self.estimate_with(self.model.nanos(now), self.model.rates)
+    }
+
+    /// How many requests this endpoint appears to serve at once without
+    /// queueing, learned from this balancer's own traffic (at least 1; see
+    /// the notes on parallelism in [`PeakEwma`](crate::pick::PeakEwma)).
+    #[inline(always)]
+    pub fn parallelism(&self) -> f64 {
+        self.hot.parallelism.get()
+    }
+
+    /// The unloaded ("floor") latency the parallelism estimate is measured
+    /// against; `None` before the first successful call.
+    pub fn floor_latency(&self) -> Option<Duration> {
+        let f = self.hot.parallelism.floor();
+        f.is_finite().then(|| Duration::from_nanos(f as u64))
+    }
+
+    /// Outlier-detection counters and ejection state.
+    pub fn outlier(&self) -> &HostStats {
+        &self.outlier
+    }
+
+    /// Whether outlier detection has ejected this endpoint at `now`.
+    pub fn is_ejected(&self, now: Instant) -> bool {
+        self.outlier.is_ejected(self.model.nanos(now))
+    }
+
+    /// This endpoint's circuit breaker, when the balancer has breakers.
+    pub fn breaker(&self) -> Option<&CircuitBreaker> {
+        self.breaker.as_ref()
+    }
+
+    /// The endpoint's locality, priority and labels.
+    pub fn meta(&self) -> Arc<EndpointMeta> {
+        self.meta.load_full()
+    }
+
+    pub(crate) fn set_meta(&self, meta: EndpointMeta) {
+        self.meta.store(Arc::new(meta));
+    }
+
+    /// Whether the endpoint is draining: it takes no new picks (unless no
+    /// endpoint that is not draining is left) and its calls in flight finish.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_draining(&self, on: bool) {
+        self.draining.store(on, Ordering::Relaxed);
+    }
+
+    /// The reasons the health owner counts this endpoint unhealthy, as bits.
+    #[inline(always)]
+    pub(crate) fn health_bits(&self) -> u8 {
+        self.health_bits.load(Ordering::Relaxed)
+    }
+
+    /// Sets the health bits (the health owner's lock held).
+    pub(crate) fn set_health_bits(&self, bits: u8) {
+        self.health_bits.store(bits, Ordering::Relaxed);
+    }
+
+    /// Whether the health census counts this endpoint.
+    pub(crate) fn is_counted(&self) -> bool {
+        self.counted.load(Ordering::Relaxed)
+    }
+
+    /// Enters or leaves the census (the health owner's lock held).
+    pub(crate) fn set_counted(&self, on: bool) {
+        self.counted.store(on, Ordering::Relaxed);
+    }
+
+    /// Calls that completed with an outcome other than `Ignore`.
+    pub fn requests(&self) -> u64 {
+        self.hot.requests.load(Ordering::Relaxed)
+    }
+
+    /// Calls classified as failures.
+    pub fn failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
+    }
+
+    /// Times the balancer picked this endpoint and dispatched a call to it:
+    /// calls completed (whatever their outcome), dropped before an answer,
+    /// and in flight. Derived from those counters, so counting picks costs
+    /// the request path nothing.
+    pub fn picks(&self) -> u64 {
+        // The in-flight count is released after the completion counters are
+        // bumped: read it first (acquire) so the sum never goes backwards.
+        let in_flight = self.hot.in_flight.load(Ordering::Acquire) as u64;
+        in_flight
+            + self.requests()
+            + self.ignored.load(Ordering::Relaxed)
+            + self.abandoned.load(Ordering::Relaxed)
+    }
+
+    /// Takes one in-flight slot, unless the endpoint already has `cap`.
+    #[inline]
+    pub(crate) fn try_acquire(self: &Arc<Self>, cap: Option<usize>) -> Option<InFlight> {
+        let before = match cap {
+            None => self.hot.in_flight.fetch_add(1, Ordering::Relaxed),
+            Some(cap) => self
+                .hot
+                .in_flight
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                    (n < cap).then_some(n + 1)
+                })
+                .ok()?,
+        };
+        Some(InFlight::new(Arc::clone(self), before + 1))
+    }
+
+    /// Gives an in-flight slot back.
+    #[inline]
+    pub(super) fn release(&self) {
+        self.hot.in_flight.fetch_sub(1, Ordering::Release);
+    }
+
+    /// Counts a call dropped before it ended and records how long it had
+    /// waited as a lower bound on the latency: an endpoint that never
+    /// answers has its calls cut and must not look idle and fast.
+    pub(super) fn record_abandoned(&self, waited_ns: u64, now_ns: u64) {
+        self.abandoned.fetch_add(1, Ordering::Relaxed);
+        self.hot
+            .latency
+            .observe_lower_bound(waited_ns as f64, now_ns, self.model.rates);
+    }
+
+    /// Feeds one completed call into the latency model; `concurrency` is the
+    /// number of requests that were in flight when it was dispatched, itself
+    /// included.
+    pub(crate) fn record(
+        &self,
+        outcome: Outcome,
+        latency_ns: u64,
+        now_ns: u64,
+        concurrency: usize,
+    ) {
+        let lat = latency_ns as f64;
+        let (sample, failed) = match outcome {
+            Outcome::Ignore => {
+                self.ignored.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            Outcome::Success => (lat, false),
+            Outcome::Failure(kind) => {
+                self.failures.fetch_add(1, Ordering::Relaxed);
+                if kind.is_hard() {
+                    let penalty = kind.retry_after().map_or(self.model.penalty_ns, |d| {
+                        crate::time::nanos(d.min(MAX_RETRY_AFTER_PENALTY)) as f64
+                    });
+                    (lat.max(penalty), true)
+                } else {
+                    (lat, false)
+                }
+            }
+        };
+        self.hot.requests.fetch_add(1, Ordering::Relaxed);
+        let rates = self.model.rates;
+        let dt = self.hot.latency.observe(sample, failed, now_ns, rates);
+        if outcome == Outcome::Success {
+            self.hot.parallelism.observe(sample, concurrency, || {
+                (
+                    decay(dt, rates.latency),
+                    decay(dt, rates.latency * (1.0 / FLOOR_DECAY_FACTOR)),
+                )
+            });
+        }
+    }
+}
+
+impl std::fmt::Debug for EndpointState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EndpointState")
+            .field("id", &self.id)
+            .field("label", &self.label)
+            .field("in_flight", &self.in_flight())
+            .field("weight", &self.weight())
+            .field("requests", &self.requests())
+            .field("failures", &self.failures())
+            .field("draining", &self.is_draining())
+            .finish_non_exhaustive()
+    }
+}
+
+impl AsRef<HostStats> for Arc<EndpointState> {
+    fn as_ref(&self) -> &HostStats {
+        self.outlier()
+    }
+}

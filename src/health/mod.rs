@@ -1,0 +1,298 @@
+//! Health: the one owner of "may this endpoint take traffic now?".
+//!
+//! Every balancer has one health owner. It reads and writes each endpoint's
+//! circuit breaker, outlier counters and active-check result (all kept on
+//! the endpoint's [`EndpointState`]); nothing else decides health.
+//!
+//! * **Census, per pick** (O(1)): how many of the `n` endpoints the picks
+//!   choose from are unhealthy — breaker not closed, ejected, or failing an
+//!   active check — each counted **once** whatever its reasons. While none
+//!   is, candidates are not checked at all. Draining endpoints are not in
+//!   the census: they take no picks anyway, and a rolling restart that
+//!   drains many must not push the balancer into panic.
+//! * **Panic:** with `u` of `n` unhealthy, the balancer panics when `u > 0`
+//!   and `n − u < threshold · n` ([`DEFAULT_PANIC_THRESHOLD`]: 50%, Envoy's).
+//!   With [`PanicMode::RouteAll`] (the default) a pick in panic ignores
+//!   ejection and failing checks — the balancer's own judgement, which it
+//!   distrusts when it condemns most of the pool — and routes over every
+//!   endpoint whose breaker admits the call. **An open breaker still
+//!   refuses in panic**: it is the rule the user configured for "do not call
+//!   this endpoint", and a half-open breaker still admits only its probes.
+//!   So a panic over open breakers fails fast with `AllUnavailable` and the
+//!   time until the next probe, rather than hammering failing endpoints.
+//!   With [`PanicMode::FailFast`] a pick in panic fails with
+//!   [`Error::Panic`](crate::Error::Panic). Entering and leaving panic are
+//!   health events; `lb.panic` counts the picks made in panic.
+//! * **Admit:** a pick takes the candidate's in-flight slot and a permit
+//!   from its breaker. An open breaker whose wait is over turns half-open
+//!   and admits exactly its probes; a half-open breaker whose probe is
+//!   overdue (`half_open_timeout`) opens again at the next admit, so the
+//!   state machine never hangs on a probe that never answers.
+//! * **Completion:** every finished call feeds the breaker and the outlier
+//!   rules. Timeouts owned by the stack — the balancer's own
+//!   [`timeout`](crate::balance::Builder::timeout), a retry layer's per-try
+//!   timeout — are failures of kind
+//!   [`Timeout`](crate::classify::FailureKind::Timeout) there and in the
+//!   latency model, so a black-holed replica is ejected and its breaker
+//!   opens; a probe that times out is a failed probe. A call its caller
+//!   drops (or a lost hedge) counts only as a latency lower bound, and
+//!   gives back a half-open probe slot.
+//! * **Events:** each change (breaker transitions, ejection and return,
+//!   panic entered and left, active-check flips, discovery errors) is a
+//!   `tracing` event on target `tower_lb` and a [`HealthEvent`] for the
+//!   hook set with
+//!   [`Builder::on_health_change`](crate::balance::Builder::on_health_change).
+//!   Refusals (no endpoints, all capped, all unavailable, panic) are
+//!   counted by reason ([`Refusal`](crate::error::Refusal)) for metrics.
+
+mod admit;
+mod census;
+mod events;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+pub use events::{HealthChange, HealthEvent};
+
+pub(crate) use census::{BREAKER, CHECK, EJECTED, Route, SOFT};
+pub(crate) use events::{Events, Hook};
+
+use crate::breaker::{CircuitBreakerConfig, State, Ticket, Transition};
+use crate::classify::Outcome;
+use crate::endpoint::{EndpointState, Judge};
+use crate::error::Refusal;
+use crate::outlier::{Detector, EjectionReason, OutlierDetection};
+use crate::rng::RngSource;
+
+/// Envoy's default healthy-panic threshold: below 50% healthy endpoints,
+/// routing over the few left would crush them.
+pub const DEFAULT_PANIC_THRESHOLD: f64 = 50.0;
+
+/// What [`Balance`](crate::Balance) does when the share of healthy endpoints
+/// falls under the panic threshold; see the [module docs](self).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PanicMode {
+    /// Route over every endpoint whose breaker admits the call, ejected and
+    /// failing-check ones included (Envoy's panic routing).
+    #[default]
+    RouteAll,
+    /// Fail calls at once with [`Error::Panic`](crate::Error::Panic).
+    FailFast,
+}
+
+/// Outlier detection settings and the pool-wide detector.
+#[derive(Debug)]
+pub(crate) struct Outlier {
+    pub(crate) cfg: OutlierDetection,
+    pub(crate) detector: Detector,
+}
+
+/// The health settings of a balancer, as the builder collects them.
+pub(crate) struct Settings {
+    pub(crate) breaker: Option<CircuitBreakerConfig>,
+    pub(crate) outlier: Option<OutlierDetection>,
+    /// Active checks will run (they can mark endpoints unhealthy).
+    pub(crate) checks: bool,
+    /// Percent, `0..=100`.
+    pub(crate) panic_threshold: f64,
+    pub(crate) panic_mode: PanicMode,
+    pub(crate) events: Events,
+    pub(crate) seed: Option<u64>,
+}
+
+/// One balancer's health owner; see the [module docs](self).
+pub(crate) struct Health {
+    pub(crate) breaker: Option<CircuitBreakerConfig>,
+    pub(crate) outlier: Option<Outlier>,
+    /// Whether endpoints can be unhealthy at all.
+    enabled: bool,
+    /// Fraction in `0..=1`; 0 turns panic routing off.
+    panic_threshold: f64,
+    panic_mode: PanicMode,
+    /// Counted endpoints with any health bit set.
+    unhealthy: AtomicUsize,
+    /// Endpoints counted (the snapshot's pickable ones).
+    counted: AtomicUsize,
+    /// The earliest end of a counted ejection, ns since the epoch.
+    next_return_ns: AtomicU64,
+    in_panic: AtomicBool,
+    /// Picks made in panic.
+    pub(crate) panics: AtomicU64,
+    refusals: [AtomicU64; Refusal::ALL.len()],
+    pub(crate) events: Events,
+    rng: RngSource,
+    /// Serialises changes of health bits and of the census set.
+    pool: Mutex<census::Members>,
+}
+
+impl std::fmt::Debug for Health {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Health")
+            .field("enabled", &self.enabled)
+            .field("unhealthy", &self.unhealthy.load(Ordering::Relaxed))
+            .field("counted", &self.counted.load(Ordering::Relaxed))
+            .field("in_panic", &self.in_panic.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Health {
+    pub(crate) fn new(s: Settings) -> Self {
+        Self {
+            enabled: s.breaker.is_some() || s.outlier.is_some() || s.checks,
+            breaker: s.breaker,
+            outlier: s.outlier.map(|cfg| Outlier {
+                cfg,
+                detector: Detector::new(),
+            }),
+            panic_threshold: s.panic_threshold / 100.0,
+            panic_mode: s.panic_mode,
+            unhealthy: AtomicUsize::new(0),
+            counted: AtomicUsize::new(0),
+            next_return_ns: AtomicU64::new(u64::MAX),
+            in_panic: AtomicBool::new(false),
+            panics: AtomicU64::new(0),
+            refusals: Default::default(),
+            events: s.events,
+            rng: RngSource::new(s.seed.map(|seed| seed ^ 0x5EED_4EA1_7000_0001)),
+            pool: Mutex::new(census::Members::default()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, census::Members> {
+        // The lock guards counts that are rebuilt from the endpoints on every
+        // membership change; a panic elsewhere cannot leave them worse.
+        self.pool.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A circuit breaker for a new endpoint, reporting its transitions to
+    /// this owner (`state` is the endpoint being built).
+    pub(crate) fn breaker_for(
+        self: &Arc<Self>,
+        state: std::sync::Weak<EndpointState>,
+    ) -> Option<crate::breaker::CircuitBreaker> {
+        let cfg = self.breaker.clone()?;
+        let health = Arc::downgrade(self);
+        Some(
+            crate::breaker::CircuitBreaker::new(cfg).on_transition(move |t| {
+                if let (Some(h), Some(s)) = (health.upgrade(), state.upgrade()) {
+                    h.on_breaker(&s, t);
+                }
+            }),
+        )
+    }
+
+    fn on_breaker(&self, state: &EndpointState, t: Transition) {
+        let open = !matches!(t.to, State::Closed | State::Disabled);
+        self.set_bit(state, BREAKER, open);
+        self.events.emit(
+            Some(state),
+            HealthChange::Breaker {
+                from: t.from,
+                to: t.to,
+                reason: t.reason,
+            },
+        );
+    }
+
+    /// Marks `state` as failing (`true`) or passing its active check.
+    #[allow(dead_code)] // the active-check driver calls it
+    pub(crate) fn set_check(&self, state: &EndpointState, failing: bool, detail: String) {
+        if self.set_bit(state, CHECK, failing) {
+            let change = if failing {
+                HealthChange::CheckFailing { detail }
+            } else {
+                HealthChange::CheckPassing
+            };
+            self.events.emit(Some(state), change);
+        }
+    }
+
+    /// Applies a consecutive rule that `state`'s last call tripped.
+    fn eject(&self, state: &EndpointState, reason: EjectionReason, now_ns: u64) {
+        let Some(o) = &self.outlier else { return };
+        let pool = self.members();
+        let r = self.rng.next_u64();
+        // The detector finds the host in the pool by identity; an endpoint
+        // that has left the pool is not ejected.
+        if o.detector
+            .eject(&o.cfg, &pool, state.outlier(), reason, now_ns, r)
+        {
+            self.mark_ejected(state, reason, now_ns);
+        }
+    }
+
+    /// Records an ejection the detector made: the bit, the next sweep, the
+    /// event.
+    fn mark_ejected(&self, state: &EndpointState, reason: EjectionReason, now_ns: u64) {
+        self.set_bit(state, EJECTED, true);
+        let until = state.outlier().ejected_until_ns().unwrap_or(now_ns);
+        self.next_return_ns.fetch_min(until, Ordering::AcqRel);
+        self.events.emit(
+            Some(state),
+            HealthChange::Ejected {
+                reason,
+                duration: Duration::from_nanos(until.saturating_sub(now_ns)),
+            },
+        );
+    }
+
+    /// Runs a due interval evaluation and reconciles the ejected bits with
+    /// what it decided.
+    fn evaluate(&self, now_ns: u64) {
+        let Some(o) = &self.outlier else { return };
+        let pool = self.members();
+        let r = self.rng.next_u64();
+        if o.detector
+            .maybe_evaluate(&o.cfg, &pool, now_ns, r)
+            .is_none()
+        {
+            return;
+        }
+        for s in &pool {
+            let ejected = s.outlier().is_ejected(now_ns);
+            if ejected && s.health_bits() & EJECTED == 0 {
+                let reason = s
+                    .outlier()
+                    .last_reason()
+                    .unwrap_or(EjectionReason::SuccessRate);
+                self.mark_ejected(s, reason, now_ns);
+            }
+        }
+        // Ejections the evaluation ended are swept at the next census.
+        self.store_next_return(&pool);
+    }
+}
+
+impl Judge for Health {
+    fn finished(
+        &self,
+        state: &EndpointState,
+        ticket: Option<Ticket>,
+        outcome: Outcome,
+        latency: Duration,
+        now: Instant,
+        now_ns: u64,
+    ) {
+        if let (Some(b), Some(t)) = (state.breaker(), ticket) {
+            b.record_ticket(t, outcome, latency, now);
+        }
+        if let Some(o) = &self.outlier {
+            if let Some(reason) = state.outlier().record(&o.cfg, outcome, latency, now_ns) {
+                self.eject(state, reason, now_ns);
+            }
+            if o.detector.is_due(now_ns) {
+                self.evaluate(now_ns);
+            }
+        }
+    }
+
+    fn abandoned(&self, state: &EndpointState, ticket: Option<Ticket>) {
+        if let (Some(b), Some(t)) = (state.breaker(), ticket) {
+            b.release_ticket(t);
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! [`Pool`]: what a picker sees of the endpoint set during one pick.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use super::sampler::Sampler;
+use crate::endpoint::{EndpointState, Estimate, Rates};
+use crate::health::{BREAKER, Route, SOFT};
+use crate::rng::{RngSource, below};
+
+/// The endpoints one pick chooses from, with their live state.
+///
+/// A picker returns an index into this pool. [`is_available`](Self::is_available)
+/// says whether an endpoint may take the request; pickers skip the ones
+/// that may not.
+pub struct Pool<'a, T> {
+    pub(crate) states: &'a [Arc<EndpointState>],
+    pub(crate) sampler: &'a Sampler,
+    pub(crate) table: &'a T,
+    pub(crate) now: Instant,
+    pub(crate) now_ns: u64,
+    pub(crate) rates: Rates,
+    pub(crate) rng: &'a RngSource,
+    pub(crate) cap: Option<usize>,
+    /// Ids of endpoints this request should avoid (tried by a retry).
+    pub(crate) avoid: &'a [u64],
+    /// How health restricts this pick (from the census).
+    pub(crate) route: Route,
+}
+
+impl<'a, T> Pool<'a, T> {
+    /// True when nothing can make an endpoint unavailable for this pick.
+    #[inline(always)]
+    fn unrestricted(&self) -> bool {
+        self.cap.is_none() && self.route == Route::Healthy && self.avoid.is_empty()
+    }
+
+    /// Number of endpoints in the pool (available or not).
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.states.len()
+    }
+
+    /// True when the pool has no endpoints.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.states.is_empty()
+    }
+
+    /// The live state of endpoint `i`. Panics if `i >= len()`.
+    #[inline(always)]
+    pub fn endpoint(&self, i: usize) -> &'a EndpointState {
+        &self.states[i]
+    }
+
+    /// Whether endpoint `i` may take this request: not at its in-flight cap,
+    /// healthy as far as the [health owner](crate::health) goes (not ejected
+    /// or failing its active check, unless the balancer is in panic; its
+    /// circuit breaker admitting a call), and not one this request was asked
+    /// to avoid (an endpoint a retry has already tried, see
+    /// [`call_avoiding`](crate::balance::call_avoiding)).
+    ///
+    /// Cost: nothing while every endpoint is healthy and no cap or retry
+    /// applies; otherwise a load of the endpoint's health bits, and of its
+    /// breaker's state when the breaker is not closed.
+    #[inline(always)]
+    pub fn is_available(&self, i: usize) -> bool {
+        if self.unrestricted() {
+            return true;
+        }
+        let s = &self.states[i];
+        if self.cap.is_some_and(|cap| s.in_flight() >= cap) {
+            return false;
+        }
+        if self.route != Route::Healthy {
+            let bits = s.health_bits();
+            if bits != 0 {
+                if self.route == Route::Degraded && bits & SOFT != 0 {
+                    return false;
+                }
+                // An overdue probe is let through to the admission, which
+                // moves the breaker back to open (and refuses): a breaker
+                // never stays half-open on a probe that never answers.
+                if bits & BREAKER != 0
+                    && s.breaker().is_some_and(|b| {
+                        !b.is_call_permitted(self.now) && !b.is_probe_overdue(self.now)
+                    })
+                {
+                    return false;
+                }
+            }
+        }
+        self.avoid.is_empty() || !self.avoid.contains(&s.id())
+    }
+
+    /// Requests in flight on endpoint `i`.
+    #[inline(always)]
+    pub fn in_flight(&self, i: usize) -> usize {
+        self.states[i].in_flight()
+    }
+
+    /// Endpoint `i`'s weight after slow start.
+    #[inline(always)]
+    pub fn weight(&self, i: usize) -> f64 {
+        self.states[i].effective_weight_ns(self.now_ns)
+    }
+
+    /// Endpoint `i`'s latency estimate, decayed to the time of this pick.
+    #[inline(always)]
+    pub fn estimate(&self, i: usize) -> Estimate {
+        self.states[i].estimate_with(self.now_ns, self.rates)
+    }
+
+    /// The picker's table for this snapshot.
+    #[inline]
+    pub fn table(&self) -> &'a T {
+        self.table
+    }
+
+    /// The same pool with another table (for pickers that delegate).
+    pub fn with_table<'b, U>(&self, table: &'b U) -> Pool<'b, U>
+    where
+        'a: 'b,
+    {
+        Pool {
+            states: self.states,
+            sampler: self.sampler,
+            table,
+            now: self.now,
+            now_ns: self.now_ns,
+            rates: self.rates,
+            rng: self.rng,
+            cap: self.cap,
+            avoid: self.avoid,
+            route: self.route,
+        }
+    }
+
+    /// A random `u64` from the balancer's generator (seeded with
+    /// `Builder::seed`, thread-local otherwise).
+    #[inline]
+    pub fn random(&self) -> u64 {
+        self.rng.next_u64()
+    }
+
+    /// A uniform random index in `0..len()`. Panics if the pool is empty.
+    #[inline]
+    pub fn random_index(&self) -> usize {
+        below(self.random(), self.len())
+    }
+
+    /// A random index drawn with probability proportional to the endpoints'
+    /// configured weights, in O(1). Panics if the pool is empty.
+    #[inline]
+    pub fn sample(&self) -> usize {
+        self.sampler.sample(self.len(), self.random())
+    }
+
+    /// True when every endpoint has the same configured weight.
+    #[inline]
+    pub fn is_uniform(&self) -> bool {
+        self.sampler.is_uniform()
+    }
+
+    /// The first available index at or after `start` (wrapping), if any.
+    pub fn next_available(&self, start: usize) -> Option<usize> {
+        let n = self.len();
+        (0..n)
+            .map(|k| (start + k) % n)
+            .find(|&i| self.is_available(i))
+    }
+
+    /// The available index with the lowest `score`, ties broken uniformly at
+    /// random. A full scan: O(len).
+    pub fn min_by_score(&self, mut score: impl FnMut(usize) -> f64) -> Option<usize> {
+        let mut best: Option<(usize, f64)> = None;
+        let mut ties = 0u64;
+        for i in 0..self.len() {
+            if !self.is_available(i) {
+                continue;
+            }
+            let s = score(i);
+            match best {
+                Some((_, b)) if s > b => {}
+                Some((_, b)) if s == b => {
+                    // Reservoir sampling over the tied minima.
+                    ties += 1;
+                    if below(self.random(), ties as usize) == 0 {
+                        best = Some((i, s));
+                    }
+                }
+                _ => {
+                    best = Some((i, s));
+                    ties = 1;
+                }
+            }
+        }
+        best.map(|(i, _)| i)
+    }
+}

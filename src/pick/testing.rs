@@ -1,0 +1,98 @@
+//! A tiny harness to run pickers without a `Balance`.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use super::sampler::Sampler;
+use super::{Pick, Pool};
+use crate::endpoint::{Birth, EndpointMeta, EndpointState, Model, Rates};
+use crate::health::{Events, Health, PanicMode, Route, Settings};
+use crate::rng::RngSource;
+
+pub(crate) struct Fixture {
+    pub(crate) states: Vec<Arc<EndpointState>>,
+    pub(crate) sampler: Sampler,
+    pub(crate) model: Arc<Model>,
+    pub(crate) rng: RngSource,
+    pub(crate) cap: Option<usize>,
+}
+
+impl Fixture {
+    pub(crate) fn new(weights: &[f64]) -> Self {
+        let health = Arc::new(Health::new(Settings {
+            breaker: None,
+            outlier: None,
+            checks: false,
+            panic_threshold: 0.0,
+            panic_mode: PanicMode::RouteAll,
+            events: Events {
+                balancer: Arc::from("test"),
+                hook: None,
+            },
+            seed: Some(1),
+        }));
+        let model = Arc::new(Model {
+            epoch: Instant::now(),
+            rates: Rates {
+                latency: 1.0 / 10e9,
+                failure: 1.0 / 2e9,
+            },
+            default_rtt_ns: 30e6,
+            penalty_ns: 1e9,
+            slow_start: None,
+            judge: health,
+        });
+        let states = weights
+            .iter()
+            .enumerate()
+            .map(|(i, &w)| {
+                let birth = Birth {
+                    id: i as u64,
+                    key_hash: i as u64,
+                    label: format!("e{i}").into(),
+                    weight: w,
+                    meta: EndpointMeta::default(),
+                    ramp: false,
+                    breaker: None,
+                    observer: None,
+                };
+                Arc::new(EndpointState::new(birth, &model, model.epoch))
+            })
+            .collect();
+        Self {
+            states,
+            sampler: Sampler::new(weights),
+            model,
+            rng: RngSource::new(Some(42)),
+            cap: None,
+        }
+    }
+
+    pub(crate) fn cx<'a, T>(&'a self, table: &'a T) -> Pool<'a, T> {
+        let now = Instant::now();
+        Pool {
+            states: &self.states,
+            sampler: &self.sampler,
+            table,
+            now,
+            now_ns: self.model.nanos(now),
+            rates: self.model.rates,
+            rng: &self.rng,
+            cap: self.cap,
+            avoid: &[],
+            route: Route::Healthy,
+        }
+    }
+
+    /// Runs `n` picks, returning the count per endpoint.
+    pub(crate) fn counts<P: Pick<()>>(&self, p: &P, n: usize) -> Vec<usize> {
+        let table = p.table(&self.states);
+        let mut counts = vec![0; self.states.len()];
+        for _ in 0..n {
+            let i = p.pick(&(), &self.cx(&table)).expect("an endpoint");
+            counts[i] += 1;
+        }
+        counts
+    }
+}
