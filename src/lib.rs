@@ -51,6 +51,7 @@
 
 pub mod balance;
 pub mod breaker;
+pub mod check;
 pub mod classify;
 pub mod endpoint;
 mod error;

@@ -112,23 +112,46 @@ async fn all_breakers_open_fail_fast_with_all_unavailable() {
 
 #[tokio::test(start_paused = true)]
 async fn abandoned_probe_frees_its_half_open_slot() {
+    // A half-open breaker (two probes): a probe whose caller gives up frees
+    // its slot for the next caller, records nothing, and the breaker stays
+    // half-open until real probes answer.
+    let bad = Arc::new(AtomicBool::new(true));
     let lb = Balance::builder()
+        .picker(pick::RoundRobin::new())
         .circuit_breaker(breaker())
-        .endpoint("a", healthy("a"))
+        .panic_threshold(0.0)
+        .endpoint("a", switchable("a", bad.clone()))
+        .endpoint("b", healthy("b"))
         .build()
         .unwrap();
     let state = lb.handle().endpoints()[0].1.clone();
     let b = state.breaker().unwrap();
-    b.force_open();
-    b.reset();
-    assert_eq!(b.state(), State::Closed);
-    // Drop calls mid-flight: the slot and (closed-state) ticket are released.
-    for _ in 0..5 {
+    drive(&lb, 20).await;
+    assert_eq!(b.state(), State::Open);
+    bad.store(false, Ordering::Relaxed);
+    tokio::time::advance(Duration::from_secs(6)).await;
+    // Round robin offers "a" every other call; each probe is abandoned after
+    // 1 ms (the endpoint takes 10).
+    let mut abandoned = 0;
+    for _ in 0..10 {
         let mut f = Box::pin(lb.clone().oneshot(()));
-        let _ = tokio::time::timeout(Duration::from_millis(1), &mut f).await;
+        if tokio::time::timeout(Duration::from_millis(1), &mut f)
+            .await
+            .is_err()
+        {
+            abandoned += 1;
+        }
     }
+    assert_eq!(b.state(), State::HalfOpen);
+    assert!(abandoned >= 4, "{abandoned} calls abandoned");
+    let m = b.metrics(tokio::time::Instant::now());
+    assert_eq!((m.probes_in_flight, m.probes_completed), (0, 0));
     assert_eq!(state.in_flight(), 0);
-    assert_eq!(b.metrics(tokio::time::Instant::now()).calls, 0);
+    // Probes that answer close the breaker.
+    let (ok, err) = drive(&lb, 8).await;
+    assert!(err.is_empty(), "{err:?}");
+    assert!(ok["a"] >= 2, "{ok:?}");
+    assert_eq!(b.state(), State::Closed);
 }
 
 fn ejection() -> OutlierDetection {

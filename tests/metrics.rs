@@ -445,6 +445,7 @@ async fn dashboard_queries_name_exported_metrics() {
         "lb_breaker_transitions_total",
         "lb_outlier_ejections_total",
         "lb_panic_total",
+        "lb_refusals_total",
     ] {
         assert!(queried.contains(family), "dashboard lacks {family}");
     }

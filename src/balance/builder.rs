@@ -53,7 +53,6 @@ pub(crate) struct Settings<K, S> {
     seed: Option<u64>,
     breaker: Option<CircuitBreakerConfig>,
     outlier: Option<OutlierDetection>,
-    pub(crate) checks: bool,
     panic_threshold: f64,
     panic_mode: PanicMode,
     pub(crate) name: Option<Arc<str>>,
@@ -79,7 +78,6 @@ impl<K, S> Builder<K, S> {
                 seed: None,
                 breaker: None,
                 outlier: None,
-                checks: false,
                 panic_threshold: DEFAULT_PANIC_THRESHOLD,
                 panic_mode: PanicMode::RouteAll,
                 name: None,
@@ -293,7 +291,6 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         let health = Arc::new(Health::new(HealthSettings {
             breaker: cfg.breaker,
             outlier: cfg.outlier,
-            checks: cfg.checks,
             panic_threshold: cfg.panic_threshold,
             panic_mode: cfg.panic_mode,
             events: Events {

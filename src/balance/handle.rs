@@ -303,15 +303,18 @@ where
 
 impl<K, S, P: Picker, C> Handle<K, S, P, C> {
     /// Reports that a discovery source feeding this balancer failed (the
-    /// last good set stays): a `tracing` event at `WARN` on target
+    /// last good set stays): a health event
+    /// ([`HealthChange::DiscoveryError`](crate::health::HealthChange::DiscoveryError))
+    /// for the balancer's hook, and a `tracing` event at `WARN` on target
     /// `tower_lb` with the source's name and the error's text. Sources call
     /// it; so can your own.
     pub fn report_discovery_error(&self, source: &str, error: &dyn std::fmt::Display) {
-        tracing::warn!(
-            target: "tower_lb",
-            source,
-            error = %error,
-            "discovery failed; keeping the last good endpoint set"
+        self.shared.health.events.emit(
+            None,
+            crate::health::HealthChange::DiscoveryError {
+                source: source.to_string(),
+                error: error.to_string(),
+            },
         );
     }
 

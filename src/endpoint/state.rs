@@ -242,6 +242,19 @@ impl EndpointState {
         self.draining.store(on, Ordering::Relaxed);
     }
 
+    /// Whether the endpoint fails its active health check
+    /// ([`crate::check`]): it then takes no picks outside panic routing.
+    pub fn is_failing_check(&self) -> bool {
+        self.health_bits() & crate::health::CHECK != 0
+    }
+
+    /// Whether the health owner counts this endpoint unhealthy: its breaker
+    /// is not closed, it is ejected, or it fails its active check (each
+    /// endpoint counts once toward the panic threshold, whatever the reasons).
+    pub fn is_unhealthy(&self) -> bool {
+        self.health_bits() != 0
+    }
+
     /// The reasons the health owner counts this endpoint unhealthy, as bits.
     #[inline(always)]
     pub(crate) fn health_bits(&self) -> u8 {

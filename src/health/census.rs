@@ -96,7 +96,7 @@ impl Health {
     /// `n − u < threshold · n`.
     #[inline]
     pub(crate) fn census(&self, now_ns: u64) -> Result<Route, ()> {
-        if !self.enabled {
+        if !self.enabled.load(Ordering::Relaxed) {
             return Ok(Route::Healthy);
         }
         if now_ns >= self.next_return_ns.load(Ordering::Acquire) {

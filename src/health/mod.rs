@@ -94,8 +94,6 @@ pub(crate) struct Outlier {
 pub(crate) struct Settings {
     pub(crate) breaker: Option<CircuitBreakerConfig>,
     pub(crate) outlier: Option<OutlierDetection>,
-    /// Active checks will run (they can mark endpoints unhealthy).
-    pub(crate) checks: bool,
     /// Percent, `0..=100`.
     pub(crate) panic_threshold: f64,
     pub(crate) panic_mode: PanicMode,
@@ -107,8 +105,11 @@ pub(crate) struct Settings {
 pub(crate) struct Health {
     pub(crate) breaker: Option<CircuitBreakerConfig>,
     pub(crate) outlier: Option<Outlier>,
-    /// Whether endpoints can be unhealthy at all.
-    enabled: bool,
+    /// Whether endpoints can be unhealthy at all (set once active checks
+    /// start, too).
+    enabled: AtomicBool,
+    /// An active-check driver runs for this balancer.
+    checks: AtomicBool,
     /// Fraction in `0..=1`; 0 turns panic routing off.
     panic_threshold: f64,
     panic_mode: PanicMode,
@@ -131,7 +132,7 @@ pub(crate) struct Health {
 impl std::fmt::Debug for Health {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Health")
-            .field("enabled", &self.enabled)
+            .field("enabled", &self.enabled.load(Ordering::Relaxed))
             .field("unhealthy", &self.unhealthy.load(Ordering::Relaxed))
             .field("counted", &self.counted.load(Ordering::Relaxed))
             .field("in_panic", &self.in_panic.load(Ordering::Relaxed))
@@ -142,7 +143,8 @@ impl std::fmt::Debug for Health {
 impl Health {
     pub(crate) fn new(s: Settings) -> Self {
         Self {
-            enabled: s.breaker.is_some() || s.outlier.is_some() || s.checks,
+            enabled: AtomicBool::new(s.breaker.is_some() || s.outlier.is_some()),
+            checks: AtomicBool::new(false),
             breaker: s.breaker,
             outlier: s.outlier.map(|cfg| Outlier {
                 cfg,
@@ -199,7 +201,23 @@ impl Health {
     }
 
     /// Marks `state` as failing (`true`) or passing its active check.
-    #[allow(dead_code)] // the active-check driver calls it
+    /// Claims the balancer's one active-check driver; false if one runs.
+    pub(crate) fn attach_checks(&self) -> bool {
+        let first = !self.checks.swap(true, Ordering::AcqRel);
+        if first {
+            self.enabled.store(true, Ordering::Release);
+        }
+        first
+    }
+
+    /// The active-check driver stopped.
+    pub(crate) fn detach_checks(&self, states: &[Arc<EndpointState>]) {
+        for s in states {
+            self.set_check(s, false, String::new());
+        }
+        self.checks.store(false, Ordering::Release);
+    }
+
     pub(crate) fn set_check(&self, state: &EndpointState, failing: bool, detail: String) {
         if self.set_bit(state, CHECK, failing) {
             let change = if failing {

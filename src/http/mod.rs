@@ -57,6 +57,7 @@ mod client_ip;
 pub mod dns;
 mod hyper;
 mod origin;
+mod probe;
 #[cfg(feature = "reqwest")]
 mod reqwest;
 mod set_origin;
@@ -66,6 +67,7 @@ use std::collections::HashSet;
 pub use classify::{Classifier, ClassifyError, ClientErrors};
 pub use client_ip::{ClientIp, ConnectInfo, client_ip};
 pub use origin::Origin;
+pub use probe::HttpProbe;
 pub use set_origin::{HostHeader, OriginRequest, SetOrigin};
 
 use crate::ConfigError;

@@ -23,7 +23,6 @@ impl Fixture {
         let health = Arc::new(Health::new(Settings {
             breaker: None,
             outlier: None,
-            checks: false,
             panic_threshold: 0.0,
             panic_mode: PanicMode::RouteAll,
             events: Events {
