@@ -8,17 +8,20 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use pin_project_lite::pin_project;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 use tower_service::Service;
 
 use super::Error;
+use super::attempt::{
+    Last, Phase, Slot, SlotPoll, Stop, Timer, Tried, finish, min_at, next_request,
+};
 use super::layer::Shared;
 use super::policy::Replay;
-use super::stats::RetryStats;
 use super::stats::bump;
 use crate::balance::MAX_AVOID;
 use crate::classify::{Classify, Outcome};
-use crate::scope::{Seen, scoped};
+use crate::scope::scoped;
+use crate::time::after;
 
 pin_project! {
     /// The response future of [`Retry`](super::Retry).
@@ -56,167 +59,6 @@ pin_project! {
     }
 }
 
-pin_project! {
-    #[project = SlotProj]
-    enum Slot<F> {
-        Idle,
-        Running {
-            #[pin]
-            fut: F,
-            start: Instant,
-            until: Option<Instant>,
-        },
-    }
-}
-
-pin_project! {
-    #[project = TimerProj]
-    enum Timer {
-        Off,
-        On {
-            #[pin]
-            sleep: Sleep,
-        },
-    }
-}
-
-#[derive(Clone, Copy)]
-enum Phase {
-    /// At least one attempt in flight (or one just finished, to be judged).
-    Calling,
-    /// Waiting before the next attempt.
-    Backoff(Instant),
-    /// Waiting for the service to be ready for the next attempt.
-    Ready,
-    /// The output was returned.
-    Done,
-}
-
-/// The last failed attempt, kept until it is known whether another follows.
-enum Last<T, E> {
-    Nothing,
-    Response(T),
-    Error(E),
-    Timeout,
-}
-
-/// Why no further attempt is made.
-#[derive(Clone, Copy)]
-enum Stop {
-    Attempts,
-    NotReplayable,
-    Budget,
-    Deadline,
-}
-
-/// Ids of the endpoints tried so far, inline.
-#[derive(Clone, Copy)]
-struct Tried {
-    ids: [u64; MAX_AVOID],
-    len: usize,
-}
-
-impl Tried {
-    /// Records what a retry or hedge's call saw: the endpoint picked, and
-    /// whether the avoid hint reached a balancer at all.
-    fn record(&mut self, seen: Seen, stats: &RetryStats) {
-        if self.len > 0 && !seen.reached {
-            bump(&stats.hints_lost);
-            tracing::debug!(
-                target: "tower_lb",
-                "retry hint reached no balancer: a layer between the retry layer and the balancer defers calls"
-            );
-        }
-        self.push(seen.picked);
-    }
-
-    fn push(&mut self, id: Option<u64>) {
-        if let Some(id) = id
-            && self.len < MAX_AVOID
-            && !self.ids[..self.len].contains(&id)
-        {
-            self.ids[self.len] = id;
-            self.len += 1;
-        }
-    }
-}
-
-enum SlotPoll<T, E> {
-    Idle,
-    Pending,
-    Done(Result<T, E>, Duration),
-    TimedOut,
-}
-
-impl<F, T, E> Slot<F>
-where
-    F: Future<Output = Result<T, E>>,
-{
-    fn running(fut: F, now: Instant, timeout: Option<Duration>) -> Self {
-        Slot::Running {
-            fut,
-            start: now,
-            until: timeout.map(|t| now + t),
-        }
-    }
-
-    fn is_running(&self) -> bool {
-        matches!(self, Slot::Running { .. })
-    }
-
-    fn until(&self) -> Option<Instant> {
-        match self {
-            Slot::Running { until, .. } => *until,
-            Slot::Idle => None,
-        }
-    }
-
-    /// Polls the attempt; a finished or timed-out attempt leaves the slot idle.
-    fn poll_slot(mut self: Pin<&mut Self>, cx: &mut Context<'_>, now: Instant) -> SlotPoll<T, E> {
-        let SlotProj::Running { fut, start, until } = self.as_mut().project() else {
-            return SlotPoll::Idle;
-        };
-        let polled = match fut.poll(cx) {
-            Poll::Ready(res) => SlotPoll::Done(res, now.saturating_duration_since(*start)),
-            Poll::Pending if until.is_some_and(|u| now >= u) => {
-                // The per-try timeout is ours: a balancer below records the
-                // dropped call as a timeout failure of its endpoint.
-                crate::scope::timed_out(|| self.set(Slot::Idle));
-                return SlotPoll::TimedOut;
-            }
-            Poll::Pending => return SlotPoll::Pending,
-        };
-        self.set(Slot::Idle);
-        polled
-    }
-}
-
-impl Timer {
-    /// Sets the timer to `at` and polls it.
-    fn poll_at(mut self: Pin<&mut Self>, at: Instant, cx: &mut Context<'_>) -> Poll<()> {
-        if let TimerProj::On { sleep } = self.as_mut().project() {
-            if sleep.deadline() != at {
-                sleep.reset(at);
-            }
-        } else {
-            self.set(Timer::On {
-                sleep: tokio::time::sleep_until(at),
-            });
-        }
-        match self.project() {
-            TimerProj::On { sleep } => sleep.poll(cx),
-            TimerProj::Off => Poll::Pending,
-        }
-    }
-}
-
-fn min_at(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
 impl<S, Req, R, C> ResponseFuture<S, Req, R, C>
 where
     S: Service<Req>,
@@ -235,18 +77,14 @@ where
         };
         tried.push(picked);
         let hedge_at = match &shared.hedge {
-            Some(h) if request.is_some() => Some(now + h.delay()),
+            Some(h) if request.is_some() => Some(after(now, h.delay())),
             _ => None,
         };
         Self {
-            primary: Slot::Running {
-                fut,
-                start: now,
-                until: shared.per_try_timeout.map(|t| now + t),
-            },
+            primary: Slot::running(fut, now, shared.per_try_timeout),
             hedge: Slot::Idle,
             timer: Timer::Off,
-            deadline: shared.deadline.map(|d| now + d),
+            deadline: shared.deadline.map(|d| after(now, d)),
             service,
             shared,
             request,
@@ -259,49 +97,6 @@ where
             last: Last::Nothing,
             retry_after: None,
         }
-    }
-}
-
-/// The copy to send next: a fresh copy if more attempts may follow,
-/// otherwise the kept one.
-fn next_request<Req, R: Replay<Req>>(
-    replay: &R,
-    kept: &mut Option<Req>,
-    attempts: u32,
-    max: u32,
-) -> Option<Req> {
-    if attempts + 1 < max
-        && let Some(req) = kept.as_ref().and_then(|r| replay.replay(r))
-    {
-        return Some(req);
-    }
-    kept.take()
-}
-
-fn finish<T, E>(last: Last<T, E>, stop: Stop, attempts: u32) -> Result<T, Error<E>> {
-    match (last, stop) {
-        (Last::Response(res), _) => Ok(res),
-        (Last::Error(e), Stop::NotReplayable) => Err(Error::Inner(e)),
-        (Last::Error(e), Stop::Attempts) => Err(Error::AttemptsExhausted { attempts, last: e }),
-        (Last::Error(e), Stop::Budget) => Err(Error::BudgetExhausted {
-            attempts,
-            last: Some(e),
-        }),
-        (Last::Error(e), Stop::Deadline) => Err(Error::DeadlineElapsed {
-            attempts,
-            last: Some(e),
-        }),
-        (Last::Timeout, Stop::Budget) => Err(Error::BudgetExhausted {
-            attempts,
-            last: None,
-        }),
-        (Last::Timeout | Last::Nothing, Stop::Deadline) => Err(Error::DeadlineElapsed {
-            attempts,
-            last: None,
-        }),
-        // `Nothing` cannot reach here: an attempt ends either by returning
-        // or by leaving a `Last`.
-        (Last::Timeout | Last::Nothing, _) => Err(Error::TryTimeout { attempts }),
     }
 }
 
@@ -324,10 +119,9 @@ where
             }
             if this.deadline.is_some_and(|d| now >= d) {
                 // The deadline is ours too: attempts cut by it are timeouts.
-                crate::scope::timed_out(|| {
-                    this.primary.set(Slot::Idle);
-                    this.hedge.set(Slot::Idle);
-                });
+                let hedger = shared.hedge.as_ref();
+                this.primary.as_mut().time_out(now, hedger);
+                this.hedge.as_mut().time_out(now, hedger);
                 bump(&shared.stats.deadlines);
                 *this.phase = Phase::Done;
                 let last = std::mem::replace(this.last, Last::Nothing);
@@ -343,7 +137,7 @@ where
                         } else {
                             (this.primary.as_mut(), this.hedge.as_mut())
                         };
-                        match slot.poll_slot(cx, now) {
+                        match slot.poll_slot(cx, now, shared.hedge.as_ref()) {
                             SlotPoll::Idle | SlotPoll::Pending => {}
                             SlotPoll::TimedOut => {
                                 bump(&shared.stats.try_timeouts);
@@ -366,8 +160,7 @@ where
                                             h.record(latency);
                                         }
                                         // First good answer wins; cancel the other.
-                                        let mut other = other;
-                                        other.set(Slot::Idle);
+                                        other.cancel(now, shared.hedge.as_ref());
                                         *this.phase = Phase::Done;
                                         return Poll::Ready(res.map_err(Error::Inner));
                                     }
@@ -389,7 +182,7 @@ where
                                 Poll::Ready(Err(_)) => *this.hedged = true,
                                 Poll::Ready(Ok(())) => {
                                     *this.hedged = true;
-                                    if shared.budget.withdraw() {
+                                    if shared.withdraw() {
                                         let req = next_request(
                                             &shared.replay,
                                             this.request,
@@ -412,8 +205,6 @@ where
                                             ));
                                             continue;
                                         }
-                                    } else {
-                                        bump(&shared.stats.budget_exhausted);
                                     }
                                 }
                             }
@@ -448,13 +239,12 @@ where
                                 .max(ra.min(shared.max_retry_after))
                         },
                     );
-                    let until = now + wait;
+                    let until = after(now, wait);
                     let stop = stop.or_else(|| {
                         if this.deadline.is_some_and(|d| until >= d) {
                             bump(&shared.stats.deadlines);
                             Some(Stop::Deadline)
-                        } else if !shared.budget.withdraw() {
-                            bump(&shared.stats.budget_exhausted);
+                        } else if !shared.withdraw() {
                             Some(Stop::Budget)
                         } else {
                             None
@@ -510,7 +300,7 @@ where
                         if !*this.hedged
                             && let Some(h) = &shared.hedge
                         {
-                            *this.hedge_at = Some(now + h.delay());
+                            *this.hedge_at = Some(after(now, h.delay()));
                         }
                         *this.phase = Phase::Calling;
                     }

@@ -3,7 +3,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::error::{ConfigError, check_nonzero};
+use crate::error::{ConfigError, check_positive};
+use crate::time::nanos;
 
 /// Default hedge percentile: p95. Hedging at p95 sends about 5% extra
 /// requests and cuts the tail above it (Dean & Barroso, "The Tail at Scale").
@@ -21,9 +22,10 @@ pub const DEFAULT_HEDGE_MAX_DELAY: Duration = Duration::from_secs(1);
 /// fewer than 20 samples is just the maximum).
 pub const DEFAULT_HEDGE_MIN_SAMPLES: usize = 20;
 
-/// Latency samples kept: the last 128 successful attempts. A ring of atomics
-/// is lock-free to write and recent by construction; an `hdrhistogram` would
-/// need a lock and rotating windows to forget old latency.
+/// Latency samples kept: the last 128 attempts that answered well or were
+/// cut short. A ring of atomics is lock-free to write and recent by
+/// construction; an `hdrhistogram` would need a lock and rotating windows to
+/// forget old latency, and could not hold cut-short (censored) samples.
 pub const HEDGE_WINDOW: usize = 128;
 
 /// The percentile is recomputed every this many samples (an O(HEDGE_WINDOW)
@@ -66,8 +68,15 @@ impl Hedge {
     }
 
     /// Hedge after the `p`-quantile (0.95 = p95) of the latency of the last
-    /// [`HEDGE_WINDOW`] successful attempts, clamped to `min_delay ..= max_delay`;
+    /// [`HEDGE_WINDOW`] attempts, clamped to `min_delay ..= max_delay`;
     /// `max_delay` until `min_samples` samples exist.
+    ///
+    /// Every attempt counts, not only the ones that won: an attempt that
+    /// answered well gives its latency; one that was cancelled (it lost to
+    /// its hedge, or its per-try timeout or the deadline cut it) gives the
+    /// time it ran as a lower bound. The quantile is the Kaplan–Meier
+    /// estimate over both, so the delay does not drift down under load, as
+    /// it would if only the fastest attempts of each race were kept.
     pub fn percentile(p: f64) -> Self {
         Self {
             delay: Delay::Percentile(p),
@@ -98,7 +107,7 @@ impl Hedge {
     pub(crate) fn validate(self) -> Result<Self, ConfigError> {
         match self.delay {
             Delay::Fixed(d) => {
-                check_nonzero("hedge.delay", d)?;
+                check_positive("hedge.delay", d)?;
             }
             Delay::Percentile(p) => {
                 if !(p.is_finite() && p > 0.0 && p <= 1.0) {
@@ -110,7 +119,8 @@ impl Hedge {
                 }
             }
         }
-        check_nonzero("hedge.min_delay", self.min_delay)?;
+        check_positive("hedge.min_delay", self.min_delay)?;
+        check_positive("hedge.max_delay", self.max_delay)?;
         if self.max_delay < self.min_delay {
             return Err(ConfigError::new(
                 "hedge.max_delay",
@@ -129,10 +139,11 @@ impl Hedge {
     }
 }
 
-/// Recent successful latencies and the hedge delay derived from them.
+/// Recent attempt latencies and the hedge delay derived from them.
 #[derive(Debug)]
 pub(crate) struct Hedger {
     config: Hedge,
+    /// `latency_ns << 1 | censored`: the low bit marks a lower bound.
     samples: Box<[AtomicU64]>,
     written: AtomicU64,
     /// The current delay in ns; recomputed every [`REFRESH`] samples.
@@ -149,7 +160,7 @@ impl Hedger {
             config,
             samples: (0..HEDGE_WINDOW).map(|_| AtomicU64::new(0)).collect(),
             written: AtomicU64::new(0),
-            delay_ns: AtomicU64::new(initial.as_nanos() as u64),
+            delay_ns: AtomicU64::new(nanos(initial)),
         }
     }
 
@@ -159,15 +170,26 @@ impl Hedger {
         Duration::from_nanos(self.delay_ns.load(Ordering::Relaxed))
     }
 
-    /// Records the latency of a successful attempt.
+    /// Records the latency of an attempt that answered well.
     #[inline]
     pub(crate) fn record(&self, latency: Duration) {
+        self.push(latency, false);
+    }
+
+    /// Records that a cancelled attempt ran for `elapsed` without an answer:
+    /// its latency is at least that.
+    #[inline]
+    pub(crate) fn record_lower_bound(&self, elapsed: Duration) {
+        self.push(elapsed, true);
+    }
+
+    fn push(&self, latency: Duration, censored: bool) {
         let Delay::Percentile(p) = self.config.delay else {
             return;
         };
         let i = self.written.fetch_add(1, Ordering::Relaxed);
-        let ns = latency.as_nanos().min(u128::from(u64::MAX)) as u64;
-        self.samples[(i % HEDGE_WINDOW as u64) as usize].store(ns, Ordering::Relaxed);
+        let v = (nanos(latency).min(u64::MAX >> 1) << 1) | u64::from(censored);
+        self.samples[(i % HEDGE_WINDOW as u64) as usize].store(v, Ordering::Relaxed);
         let n = i + 1;
         if n >= self.config.min_samples as u64
             && (n.is_multiple_of(REFRESH) || n == self.config.min_samples as u64)
@@ -181,12 +203,34 @@ impl Hedger {
         for (b, s) in buf.iter_mut().zip(self.samples.iter()).take(n) {
             *b = s.load(Ordering::Relaxed);
         }
-        let rank = ((p * n as f64).ceil() as usize).clamp(1, n) - 1;
-        let (_, &mut q, _) = buf[..n].select_nth_unstable(rank);
-        let min = self.config.min_delay.as_nanos() as u64;
-        let max = self.config.max_delay.as_nanos() as u64;
+        let q = km_quantile(&mut buf[..n], p);
+        let min = nanos(self.config.min_delay);
+        let max = nanos(self.config.max_delay);
         self.delay_ns.store(q.clamp(min, max), Ordering::Relaxed);
     }
+}
+
+/// The `p`-quantile of samples encoded as `ns << 1 | censored`, by the
+/// Kaplan–Meier estimator: the smallest observed latency at which the
+/// estimated share of attempts answered reaches `p`. Censored samples
+/// (lower bounds) leave the risk set without counting as answers. When the
+/// answers never reach `p` (most attempts were cut), the largest sample is
+/// the best lower bound there is.
+fn km_quantile(samples: &mut [u64], p: f64) -> u64 {
+    // At equal times an answer sorts before a lower bound (its low bit is 0).
+    samples.sort_unstable();
+    let mut at_risk = samples.len() as f64;
+    let mut survive = 1.0;
+    for &v in samples.iter() {
+        if v & 1 == 0 {
+            survive *= 1.0 - 1.0 / at_risk;
+            if 1.0 - survive >= p - 1e-12 {
+                return v >> 1;
+            }
+        }
+        at_risk -= 1.0;
+    }
+    samples.last().map_or(0, |&v| v >> 1)
 }
 
 #[cfg(test)]
@@ -211,6 +255,28 @@ mod tests {
             h.record(Duration::from_secs(9));
         }
         assert_eq!(h.delay(), DEFAULT_HEDGE_MAX_DELAY);
+    }
+
+    #[test]
+    fn lower_bounds_keep_the_quantile_from_drifting_down() {
+        // Latencies 1..=100 ms; every attempt above 50 ms is cut at 50 ms
+        // (it lost a race). Dropping the cut ones would give a p90 of 45 ms;
+        // as lower bounds they keep 90% of attempts below the estimate.
+        let h = Hedger::new(Hedge::percentile(0.9).validate().unwrap());
+        for ms in 1..=100u64 {
+            if ms <= 50 {
+                h.record(Duration::from_millis(ms));
+            } else {
+                h.record_lower_bound(Duration::from_millis(50));
+            }
+        }
+        // Only half the answers are seen, so p90 is past the last answer:
+        // the largest lower bound, 50 ms, not 45 ms.
+        assert_eq!(h.delay(), Duration::from_millis(50));
+        let mut s: Vec<u64> = (1..=10u64).map(|ms| ms << 1).collect();
+        s.extend([(4u64 << 1) | 1, (4 << 1) | 1]);
+        // 12 samples, two cut at 4: the answers above 4 carry their weight.
+        assert_eq!(km_quantile(&mut s, 0.5), 6);
     }
 
     #[test]
@@ -239,6 +305,11 @@ mod tests {
                 "hedge.max_delay",
             ),
             (Hedge::percentile(0.9).min_samples(0), "hedge.min_samples"),
+            (Hedge::fixed(Duration::MAX), "hedge.delay"),
+            (
+                Hedge::percentile(0.9).max_delay(Duration::MAX),
+                "hedge.max_delay",
+            ),
             (
                 Hedge::percentile(0.9).min_samples(HEDGE_WINDOW + 1),
                 "hedge.min_samples",

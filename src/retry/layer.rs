@@ -1,6 +1,7 @@
 //! [`RetryLayer`] and its builder.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tower_layer::Layer;
@@ -8,10 +9,11 @@ use tower_layer::Layer;
 use super::budget::Budget;
 use super::hedge::{Hedge, Hedger};
 use super::policy::Replayable;
-use super::stats::RetryStats;
+use super::stats::{RetryStats, bump};
 use super::{Backoff, Retry};
 use crate::classify::{ErrIsFailure, MAX_RETRY_AFTER};
-use crate::error::{ConfigError, check_nonzero};
+use crate::error::{ConfigError, check_positive};
+use crate::health::{Events, HealthChange, HealthEvent};
 
 /// Default attempts per request, the first included: 3 (Envoy's `num_retries`
 /// default of 1 is timid; Finagle and linkerd budgets make 2 retries safe).
@@ -59,6 +61,28 @@ pub(crate) struct Shared<R, C> {
     pub(crate) budget: Arc<Budget>,
     pub(crate) hedge: Option<Hedger>,
     pub(crate) stats: RetryStats,
+    events: Events,
+    /// The budget refused the last withdrawal (an exhaustion episode).
+    exhausted: AtomicBool,
+}
+
+impl<R, C> Shared<R, C> {
+    /// Withdraws a retry or hedge from the budget; counts a refusal, and
+    /// reports the start of an exhaustion episode (the first refusal after
+    /// a grant) as a health event.
+    pub(crate) fn withdraw(&self) -> bool {
+        if self.budget.withdraw() {
+            if self.exhausted.load(Ordering::Relaxed) {
+                self.exhausted.store(false, Ordering::Relaxed);
+            }
+            return true;
+        }
+        bump(&self.stats.budget_exhausted);
+        if !self.exhausted.swap(true, Ordering::Relaxed) {
+            self.events.emit(None, HealthChange::BudgetExhausted);
+        }
+        false
+    }
 }
 
 impl RetryLayer {
@@ -69,13 +93,17 @@ impl RetryLayer {
         Builder {
             replay: Replayable::idempotent(),
             classify: ErrIsFailure,
-            max_attempts: DEFAULT_MAX_ATTEMPTS,
-            per_try_timeout: None,
-            deadline: None,
-            backoff: Backoff::default(),
-            max_retry_after: MAX_RETRY_AFTER,
-            budget: None,
-            hedge: None,
+            cfg: Settings {
+                max_attempts: DEFAULT_MAX_ATTEMPTS,
+                per_try_timeout: None,
+                deadline: None,
+                backoff: Backoff::default(),
+                max_retry_after: MAX_RETRY_AFTER,
+                budget: None,
+                hedge: None,
+                name: None,
+                hook: None,
+            },
         }
     }
 }
@@ -103,12 +131,20 @@ impl<S, R, C> Layer<S> for RetryLayer<R, C> {
     }
 }
 
-/// Configures a [`RetryLayer`]; every setting is checked by
-/// [`build`](Self::build).
-#[derive(Debug, Clone)]
+/// Configures a [`RetryLayer`]. Setters never fail; every setting is
+/// checked once, by [`build`](Self::build).
+#[derive(Clone)]
+#[must_use]
 pub struct Builder<R = Replayable, C = ErrIsFailure> {
     replay: R,
     classify: C,
+    cfg: Settings,
+}
+
+/// Everything a [`Builder`] holds besides its replay policy and classifier
+/// (which change its type).
+#[derive(Clone)]
+struct Settings {
     max_attempts: u32,
     per_try_timeout: Option<Duration>,
     deadline: Option<Duration>,
@@ -116,6 +152,20 @@ pub struct Builder<R = Replayable, C = ErrIsFailure> {
     max_retry_after: Duration,
     budget: Option<Arc<Budget>>,
     hedge: Option<Hedge>,
+    name: Option<Arc<str>>,
+    hook: Option<crate::health::Hook>,
+}
+
+impl<R: std::fmt::Debug, C> std::fmt::Debug for Builder<R, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builder")
+            .field("replay", &self.replay)
+            .field("max_attempts", &self.cfg.max_attempts)
+            .field("per_try_timeout", &self.cfg.per_try_timeout)
+            .field("deadline", &self.cfg.deadline)
+            .field("hedge", &self.cfg.hedge)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<C> Builder<Replayable, C> {
@@ -131,26 +181,28 @@ impl<R, C> Builder<R, C> {
     /// Attempts per request, the first and any hedge included (default
     /// [`DEFAULT_MAX_ATTEMPTS`]); 1 disables retries and hedging.
     pub fn max_attempts(mut self, n: u32) -> Self {
-        self.max_attempts = n;
+        self.cfg.max_attempts = n;
         self
     }
 
     /// Cancels an attempt that runs longer than `timeout`, and retries it.
+    /// A balancer below records the cancelled call as a `Timeout` failure
+    /// of its endpoint (see [`balance::timed_out`](crate::balance::timed_out)).
     pub fn per_try_timeout(mut self, timeout: Duration) -> Self {
-        self.per_try_timeout = Some(timeout);
+        self.cfg.per_try_timeout = Some(timeout);
         self
     }
 
     /// Fails the whole request, retries and backoff included, once
     /// `deadline` has passed since it entered the layer.
     pub fn deadline(mut self, deadline: Duration) -> Self {
-        self.deadline = Some(deadline);
+        self.cfg.deadline = Some(deadline);
         self
     }
 
     /// The backoff between attempts (default [`Backoff::default`]).
     pub fn backoff(mut self, backoff: Backoff) -> Self {
-        self.backoff = backoff;
+        self.cfg.backoff = backoff;
         self
     }
 
@@ -158,21 +210,36 @@ impl<R, C> Builder<R, C> {
     /// [`MAX_RETRY_AFTER`]): the wait before a retry is
     /// `max(backoff, min(retry_after, max_retry_after))`.
     pub fn max_retry_after(mut self, max: Duration) -> Self {
-        self.max_retry_after = max;
+        self.cfg.max_retry_after = max;
         self
     }
 
     /// The retry budget (default [`Budget::default`]). Pass one `Arc` to
     /// several layers to make them share it.
     pub fn budget(mut self, budget: impl Into<Arc<Budget>>) -> Self {
-        self.budget = Some(budget.into());
+        self.cfg.budget = Some(budget.into());
         self
     }
 
     /// Sends one extra attempt to another endpoint when the first has not
     /// answered after the hedge delay.
     pub fn hedge(mut self, hedge: Hedge) -> Self {
-        self.hedge = Some(hedge);
+        self.cfg.hedge = Some(hedge);
+        self
+    }
+
+    /// Names the layer in its health events (default `"retry"`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.cfg.name = Some(Arc::from(name.into()));
+        self
+    }
+
+    /// Calls `hook` when the retry budget starts refusing retries (once per
+    /// episode: the first refusal after a grant), with
+    /// [`HealthChange::BudgetExhausted`]; the same is a `tracing` event on
+    /// target `tower_lb`.
+    pub fn on_health_change(mut self, hook: impl Fn(&HealthEvent) + Send + Sync + 'static) -> Self {
+        self.cfg.hook = Some(Arc::new(hook));
         self
     }
 
@@ -182,13 +249,7 @@ impl<R, C> Builder<R, C> {
         Builder {
             replay,
             classify: self.classify,
-            max_attempts: self.max_attempts,
-            per_try_timeout: self.per_try_timeout,
-            deadline: self.deadline,
-            backoff: self.backoff,
-            max_retry_after: self.max_retry_after,
-            budget: self.budget,
-            hedge: self.hedge,
+            cfg: self.cfg,
         }
     }
 
@@ -199,13 +260,7 @@ impl<R, C> Builder<R, C> {
         Builder {
             replay: self.replay,
             classify,
-            max_attempts: self.max_attempts,
-            per_try_timeout: self.per_try_timeout,
-            deadline: self.deadline,
-            backoff: self.backoff,
-            max_retry_after: self.max_retry_after,
-            budget: self.budget,
-            hedge: self.hedge,
+            cfg: self.cfg,
         }
     }
 
@@ -213,32 +268,33 @@ impl<R, C> Builder<R, C> {
     ///
     /// # Errors
     /// `max_attempts` must be within 1 ..= [`MAX_ATTEMPTS`];
-    /// `per_try_timeout` and `deadline` > 0; `max_retry_after` at most one
-    /// hour; the hedge as in [`Hedge`]'s setters (`hedge.delay`,
-    /// `hedge.percentile`, `hedge.min_delay`, `hedge.max_delay`,
-    /// `hedge.min_samples`).
+    /// `per_try_timeout` and `deadline` > 0 and at most one year;
+    /// `max_retry_after` at most one hour; the hedge as in [`Hedge`]'s
+    /// setters (`hedge.delay`, `hedge.percentile`, `hedge.min_delay`,
+    /// `hedge.max_delay`, `hedge.min_samples`).
     pub fn build(self) -> Result<RetryLayer<R, C>, ConfigError> {
-        if !(1..=MAX_ATTEMPTS).contains(&self.max_attempts) {
+        let cfg = self.cfg;
+        if !(1..=MAX_ATTEMPTS).contains(&cfg.max_attempts) {
             return Err(ConfigError::new(
                 "max_attempts",
-                self.max_attempts,
+                cfg.max_attempts,
                 "within 1 ..= 10",
             ));
         }
-        if let Some(t) = self.per_try_timeout {
-            check_nonzero("per_try_timeout", t)?;
+        if let Some(t) = cfg.per_try_timeout {
+            check_positive("per_try_timeout", t)?;
         }
-        if let Some(d) = self.deadline {
-            check_nonzero("deadline", d)?;
+        if let Some(d) = cfg.deadline {
+            check_positive("deadline", d)?;
         }
-        if self.max_retry_after > Duration::from_secs(3600) {
+        if cfg.max_retry_after > Duration::from_secs(3600) {
             return Err(ConfigError::new(
                 "max_retry_after",
-                self.max_retry_after,
+                cfg.max_retry_after,
                 "a duration of at most one hour",
             ));
         }
-        let hedge = match self.hedge {
+        let hedge = match cfg.hedge {
             Some(h) => Some(Hedger::new(h.validate()?)),
             None => None,
         };
@@ -246,14 +302,19 @@ impl<R, C> Builder<R, C> {
             shared: Arc::new(Shared {
                 replay: self.replay,
                 classify: self.classify,
-                max_attempts: self.max_attempts,
-                per_try_timeout: self.per_try_timeout,
-                deadline: self.deadline,
-                backoff: self.backoff,
-                max_retry_after: self.max_retry_after,
-                budget: self.budget.unwrap_or_default(),
+                max_attempts: cfg.max_attempts,
+                per_try_timeout: cfg.per_try_timeout,
+                deadline: cfg.deadline,
+                backoff: cfg.backoff,
+                max_retry_after: cfg.max_retry_after,
+                budget: cfg.budget.unwrap_or_default(),
                 hedge,
                 stats: RetryStats::default(),
+                events: Events {
+                    balancer: cfg.name.unwrap_or_else(|| Arc::from("retry")),
+                    hook: cfg.hook,
+                },
+                exhausted: AtomicBool::new(false),
             }),
         })
     }

@@ -70,6 +70,7 @@
 //! # Ok(()) }
 //! ```
 
+mod attempt;
 mod backoff;
 mod budget;
 mod error;

@@ -1,0 +1,244 @@
+//! The parts of one retried request: its attempt slots, the timer, the
+//! endpoints tried, and how it ends.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use pin_project_lite::pin_project;
+use tokio::time::{Instant, Sleep};
+
+use super::Error;
+use super::hedge::Hedger;
+use super::policy::Replay;
+use super::stats::{RetryStats, bump};
+use crate::balance::MAX_AVOID;
+use crate::scope::Seen;
+
+pin_project! {
+    #[project = SlotProj]
+    pub(super) enum Slot<F> {
+        Idle,
+        Running {
+            #[pin]
+            fut: F,
+            start: Instant,
+            until: Option<Instant>,
+        },
+    }
+}
+
+pin_project! {
+    #[project = TimerProj]
+    pub(super) enum Timer {
+        Off,
+        On {
+            #[pin]
+            sleep: Sleep,
+        },
+    }
+}
+
+#[derive(Clone, Copy)]
+pub(super) enum Phase {
+    /// At least one attempt in flight (or one just finished, to be judged).
+    Calling,
+    /// Waiting before the next attempt.
+    Backoff(Instant),
+    /// Waiting for the service to be ready for the next attempt.
+    Ready,
+    /// The output was returned.
+    Done,
+}
+
+/// The last failed attempt, kept until it is known whether another follows.
+pub(super) enum Last<T, E> {
+    Nothing,
+    Response(T),
+    Error(E),
+    Timeout,
+}
+
+/// Why no further attempt is made.
+#[derive(Clone, Copy)]
+pub(super) enum Stop {
+    Attempts,
+    NotReplayable,
+    Budget,
+    Deadline,
+}
+
+/// Ids of the endpoints tried so far, inline.
+#[derive(Clone, Copy)]
+pub(super) struct Tried {
+    pub(super) ids: [u64; MAX_AVOID],
+    pub(super) len: usize,
+}
+
+impl Tried {
+    /// Records what a retry or hedge's call saw: the endpoint picked, and
+    /// whether the avoid hint reached a balancer at all.
+    pub(super) fn record(&mut self, seen: Seen, stats: &RetryStats) {
+        if self.len > 0 && !seen.reached {
+            bump(&stats.hints_lost);
+            tracing::debug!(
+                target: "tower_lb",
+                "retry hint reached no balancer: a layer between the retry layer and the balancer defers calls"
+            );
+        }
+        self.push(seen.picked);
+    }
+
+    pub(super) fn push(&mut self, id: Option<u64>) {
+        if let Some(id) = id
+            && self.len < MAX_AVOID
+            && !self.ids[..self.len].contains(&id)
+        {
+            self.ids[self.len] = id;
+            self.len += 1;
+        }
+    }
+}
+
+pub(super) enum SlotPoll<T, E> {
+    Idle,
+    Pending,
+    Done(Result<T, E>, Duration),
+    TimedOut,
+}
+
+impl<F, T, E> Slot<F>
+where
+    F: Future<Output = Result<T, E>>,
+{
+    pub(super) fn running(fut: F, now: Instant, timeout: Option<Duration>) -> Self {
+        Slot::Running {
+            fut,
+            start: now,
+            until: timeout.map(|t| crate::time::after(now, t)),
+        }
+    }
+
+    pub(super) fn is_running(&self) -> bool {
+        matches!(self, Slot::Running { .. })
+    }
+
+    /// Cancels a running attempt that lost to the other one (a caller's
+    /// drop, not a timeout): its run time is a lower bound for the hedge
+    /// percentile.
+    pub(super) fn cancel(mut self: Pin<&mut Self>, now: Instant, hedger: Option<&Hedger>) {
+        if let (Slot::Running { start, .. }, Some(h)) = (&*self, hedger) {
+            h.record_lower_bound(now.saturating_duration_since(*start));
+        }
+        self.set(Slot::Idle);
+    }
+
+    /// Cancels a running attempt at a timeout the layer owns (per-try or
+    /// deadline): a balancer below records it as a timeout failure of its
+    /// endpoint, and its run time is a lower bound for the hedge percentile.
+    pub(super) fn time_out(mut self: Pin<&mut Self>, now: Instant, hedger: Option<&Hedger>) {
+        if let (Slot::Running { start, .. }, Some(h)) = (&*self, hedger) {
+            h.record_lower_bound(now.saturating_duration_since(*start));
+        }
+        crate::scope::timed_out(|| self.set(Slot::Idle));
+    }
+
+    pub(super) fn until(&self) -> Option<Instant> {
+        match self {
+            Slot::Running { until, .. } => *until,
+            Slot::Idle => None,
+        }
+    }
+
+    /// Polls the attempt; a finished or timed-out attempt leaves the slot idle.
+    pub(super) fn poll_slot(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        now: Instant,
+        hedger: Option<&Hedger>,
+    ) -> SlotPoll<T, E> {
+        let SlotProj::Running { fut, start, until } = self.as_mut().project() else {
+            return SlotPoll::Idle;
+        };
+        let polled = match fut.poll(cx) {
+            Poll::Ready(res) => SlotPoll::Done(res, now.saturating_duration_since(*start)),
+            Poll::Pending if until.is_some_and(|u| now >= u) => {
+                self.time_out(now, hedger);
+                return SlotPoll::TimedOut;
+            }
+            Poll::Pending => return SlotPoll::Pending,
+        };
+        self.set(Slot::Idle);
+        polled
+    }
+}
+
+impl Timer {
+    /// Sets the timer to `at` and polls it.
+    pub(super) fn poll_at(mut self: Pin<&mut Self>, at: Instant, cx: &mut Context<'_>) -> Poll<()> {
+        if let TimerProj::On { sleep } = self.as_mut().project() {
+            if sleep.deadline() != at {
+                sleep.reset(at);
+            }
+        } else {
+            self.set(Timer::On {
+                sleep: tokio::time::sleep_until(at),
+            });
+        }
+        match self.project() {
+            TimerProj::On { sleep } => sleep.poll(cx),
+            TimerProj::Off => Poll::Pending,
+        }
+    }
+}
+
+pub(super) fn min_at(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The copy to send next: a fresh copy if more attempts may follow,
+/// otherwise the kept one.
+pub(super) fn next_request<Req, R: Replay<Req>>(
+    replay: &R,
+    kept: &mut Option<Req>,
+    attempts: u32,
+    max: u32,
+) -> Option<Req> {
+    if attempts + 1 < max
+        && let Some(req) = kept.as_ref().and_then(|r| replay.replay(r))
+    {
+        return Some(req);
+    }
+    kept.take()
+}
+
+pub(super) fn finish<T, E>(last: Last<T, E>, stop: Stop, attempts: u32) -> Result<T, Error<E>> {
+    match (last, stop) {
+        (Last::Response(res), _) => Ok(res),
+        (Last::Error(e), Stop::NotReplayable) => Err(Error::Inner(e)),
+        (Last::Error(e), Stop::Attempts) => Err(Error::AttemptsExhausted { attempts, last: e }),
+        (Last::Error(e), Stop::Budget) => Err(Error::BudgetExhausted {
+            attempts,
+            last: Some(e),
+        }),
+        (Last::Error(e), Stop::Deadline) => Err(Error::DeadlineElapsed {
+            attempts,
+            last: Some(e),
+        }),
+        (Last::Timeout, Stop::Budget) => Err(Error::BudgetExhausted {
+            attempts,
+            last: None,
+        }),
+        (Last::Timeout | Last::Nothing, Stop::Deadline) => Err(Error::DeadlineElapsed {
+            attempts,
+            last: None,
+        }),
+        // `Nothing` cannot reach here: an attempt ends either by returning
+        // or by leaving a `Last`.
+        (Last::Timeout | Last::Nothing, _) => Err(Error::TryTimeout { attempts }),
+    }
+}
