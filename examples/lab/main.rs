@@ -19,6 +19,7 @@ pub mod report;
 pub mod scenario;
 pub mod server;
 pub mod svg;
+pub mod users;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
