@@ -26,6 +26,7 @@ use super::backend::{Backend, sub_seed};
 use super::endpoint::{Endpoint, LabRequest, Parts, Target};
 use super::error::LabError;
 use super::oracle::Oracle;
+use super::peers::{self, PeerSpec};
 use super::record::Recorder;
 use super::report::{PickerReport, Report};
 use super::scenario::{PickerName, RetrySpec, Scenario};
@@ -44,6 +45,8 @@ pub struct Options {
     pub duration: Option<Duration>,
     /// Overrides the scenario's picker list.
     pub pickers: Option<Vec<PickerName>>,
+    /// Overrides the scenario's peers (central proxies, http mode only).
+    pub peers: Option<Vec<PeerSpec>>,
     /// Overrides the scenario's seed.
     pub seed: Option<u64>,
     /// No progress line.
@@ -88,6 +91,8 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
         return Err(LabError::input("--duration: must be > 0"));
     }
     let pickers = opts.pickers.clone().unwrap_or_else(|| sc.pickers.clone());
+    let peer_rows = peers::rows(opts.peers.as_deref().unwrap_or(&sc.peers));
+    let rows = pickers.len() + if opts.sim { 0 } else { peer_rows.len() };
     let mut report = Report::new(sc, opts.sim, seed, duration.as_secs_f64());
     // http mode only: the sim stays free of the SDK (and of real sockets).
     let mut _metrics_server = None;
@@ -113,7 +118,7 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
             duration,
             seed,
             quiet: opts.quiet,
-            nth: (k + 1, pickers.len()),
+            nth: (k + 1, rows),
             exporter: exporter.as_ref(),
         };
         match run_picker(&ctx, name).await? {
@@ -121,8 +126,22 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
             Err(why) => report.notes.push(format!("{name}: skipped: {why}")),
         }
     }
+    if opts.sim && !peer_rows.is_empty() {
+        report
+            .notes
+            .push("peers: skipped: a proxy needs http mode (real sockets), not --sim".into());
+    } else if !peer_rows.is_empty() {
+        let ctx = peers::run::RowCtx {
+            sc,
+            duration,
+            seed,
+            quiet: opts.quiet,
+            nth: (pickers.len() + 1, rows),
+        };
+        peers::run::run_rows(&ctx, &peer_rows, &mut report).await?;
+    }
     if !opts.quiet {
-        eprint!("\r{:<100}\r", "");
+        eprint!("\r{:<130}\r", "");
     }
     Ok(report)
 }
