@@ -23,13 +23,6 @@ pub struct Installed {
     pub without: Vec<String>,
 }
 
-impl Installed {
-    /// Whether the build has this module (nginx; always true for haproxy).
-    pub fn has(&self, module: &str) -> bool {
-        !self.without.iter().any(|m| m == module)
-    }
-}
-
 /// What to tell a user whose machine lacks `proxy`.
 pub fn missing_message(proxy: Proxy) -> String {
     format!(
