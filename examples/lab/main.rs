@@ -4,10 +4,11 @@
 //! cargo run --release --example lab                       # steady-capacity over real HTTP
 //! cargo run --release --example lab -- --sim --scenario seed-steady
 //! cargo run --release --example lab -- --sim --json out.json   # + out.svg
+//! cargo run --release --example lab -- --peers nginx,haproxy   # + central proxies
 //! ```
 //!
-//! See "The lab in detail" in the top-level README for the table, the scenario format and the
-//! JSON schema.
+//! See "The lab in detail" in the top-level README for the table, the scenario format, the
+//! peers and the JSON schema.
 
 pub mod backend;
 pub mod driver;
