@@ -96,6 +96,10 @@ pub async fn run_found(
             "peers: load.overhead (a modelled proxy hop) is not added: the hop is real".into(),
         );
     }
+    // One watch for the whole loop: a signal that arrives between rows, or
+    // while a row's end blocks on stopping its proxy, is still seen.
+    let interrupt = interrupted();
+    tokio::pin!(interrupt);
     for (k, &peer) in rows.iter().enumerate() {
         let inst = match found.iter().find(|(p, _)| *p == peer.proxy) {
             Some((_, Ok(inst))) => inst,
@@ -113,7 +117,20 @@ pub async fn run_found(
             nth: (ctx.nth.0 + k, ctx.nth.1),
             ..*ctx
         };
-        match run(&row, peer, inst).await? {
+        // Dropping the row's future stops its proxy: a Ctrl-C or SIGTERM
+        // sent to the lab alone (not to its process group) must not leave
+        // the proxy running.
+        let outcome = tokio::select! {
+            biased;
+            why = &mut interrupt => {
+                return Err(LabError::runtime(format!(
+                    "{why} during {} (peer): the proxy was stopped",
+                    peer.label()
+                )));
+            }
+            r = run(&row, peer, inst) => r?,
+        };
+        match outcome {
             Ok(r) => report.runs.push(r),
             Err(why) => report
                 .notes
@@ -121,6 +138,29 @@ pub async fn run_found(
         }
     }
     Ok(())
+}
+
+/// Resolves on Ctrl-C or (unix) SIGTERM, naming it; never if signals
+/// cannot be watched.
+async fn interrupted() -> &'static str {
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => match r {
+            Ok(()) => "interrupted (Ctrl-C)",
+            Err(_) => std::future::pending().await,
+        },
+        () = term => "terminated (SIGTERM)",
+    }
 }
 
 /// Runs `peer` on `inst`. `Ok(Err(why))`: the row is skipped (the proxy
