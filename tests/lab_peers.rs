@@ -282,6 +282,13 @@ fn versions_and_builds_are_read_from_the_binaries_words() {
         binary::parse_version(Proxy::Nginx, "command not found"),
         None
     );
+    // nginx learnt `-e` (the early error log) in 1.19.5; Ubuntu 22.04 has 1.18.
+    use lab::peers::process::version_at_least;
+    assert!(version_at_least("1.22.1", (1, 19, 5)));
+    assert!(version_at_least("1.19.5", (1, 19, 5)));
+    assert!(!version_at_least("1.18.0", (1, 19, 5)));
+    assert!(version_at_least("2.6.12-1+deb12u4", (2, 6, 0)));
+    assert!(version_at_least("unknown", (1, 19, 5)));
 }
 
 #[test]
@@ -357,8 +364,10 @@ fn generated_configs_pass_the_proxies_own_check() {
                         .arg("-p")
                         .arg(format!("{}/", dir.display()))
                         .arg("-c")
-                        .arg(&conf)
-                        .args(["-e", "stderr"]);
+                        .arg(&conf);
+                    if lab::peers::process::version_at_least(&inst.version, (1, 19, 5)) {
+                        cmd.args(["-e", "stderr"]);
+                    }
                 }
                 Proxy::Haproxy => {
                     cmd.arg("-c").arg("-f").arg(&conf);

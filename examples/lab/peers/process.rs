@@ -24,6 +24,8 @@ pub struct Running {
     child: Option<Child>,
     proxy: Proxy,
     bin: PathBuf,
+    /// The arguments it was started with (nginx's `-s stop` needs them too).
+    args: Vec<std::ffi::OsString>,
     dir: TempDir,
     /// Where it listens.
     pub addr: SocketAddr,
@@ -77,8 +79,9 @@ fn spawn(
     let out = log
         .try_clone()
         .map_err(|e| format!("{}: {e}", dir.log().display()))?;
+    let args = args(inst, &dir.0);
     let mut cmd = Command::new(&inst.path);
-    cmd.args(args(inst.proxy, &dir.0))
+    cmd.args(&args)
         .current_dir(&dir.0)
         .stdin(Stdio::null())
         .stdout(out)
@@ -90,6 +93,7 @@ fn spawn(
         child: Some(child),
         proxy: inst.proxy,
         bin: inst.path.clone(),
+        args,
         dir,
         addr,
         config,
@@ -98,22 +102,33 @@ fn spawn(
 
 /// Foreground, config in `dir`, errors on stderr (nginx: `dir` is the prefix
 /// its relative paths resolve against).
-fn args(proxy: Proxy, dir: &Path) -> Vec<std::ffi::OsString> {
-    let conf = dir.join(config::file_name(proxy));
-    match proxy {
+fn args(inst: &Installed, dir: &Path) -> Vec<std::ffi::OsString> {
+    let conf = dir.join(config::file_name(inst.proxy));
+    match inst.proxy {
         Proxy::Nginx => {
             let mut prefix = dir.as_os_str().to_owned();
             prefix.push("/");
-            vec![
-                "-p".into(),
-                prefix,
-                "-c".into(),
-                conf.into(),
-                "-e".into(),
-                "stderr".into(),
-            ]
+            let mut v = vec!["-p".into(), prefix, "-c".into(), conf.into()];
+            // Errors before the config is read go to the built-in log path
+            // unless `-e` (nginx 1.19.5+) says otherwise.
+            if version_at_least(&inst.version, (1, 19, 5)) {
+                v.extend(["-e".into(), "stderr".into()]);
+            }
+            v
         }
         Proxy::Haproxy => vec!["-db".into(), "-f".into(), conf.into()],
+    }
+}
+
+/// Whether a dotted version (`1.22.1`) is at least `min`; a version that
+/// does not parse counts as recent.
+pub fn version_at_least(version: &str, min: (u32, u32, u32)) -> bool {
+    let mut parts = version
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u32>());
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(Ok(a)), Some(Ok(b)), Some(Ok(c))) => (a, b, c) >= min,
+        _ => true,
     }
 }
 
@@ -174,7 +189,7 @@ impl Drop for Running {
             // (still holding the port); `-s stop` asks the master, which
             // stops them and exits.
             let _ = Command::new(&self.bin)
-                .args(args(self.proxy, &self.dir.0))
+                .args(&self.args)
                 .args(["-s", "stop"])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
