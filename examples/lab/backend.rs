@@ -127,6 +127,7 @@ pub enum Answer {
 /// One replica's live state.
 #[derive(Debug)]
 pub struct Backend {
+    name: String,
     base: Condition,
     events: Vec<EventSpec>,
     workers: Option<(usize, Semaphore)>,
@@ -161,6 +162,7 @@ impl Backend {
             .workers
             .map(|w| (w as usize, Semaphore::new(w as usize)));
         Self {
+            name: spec.name.clone(),
             base: Condition {
                 down: false,
                 delay: spec.delay.into(),
@@ -175,6 +177,11 @@ impl Backend {
             active: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
         }
+    }
+
+    /// The backend's name (`server-1`).
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// The condition at `now`: the base with every event so far applied.

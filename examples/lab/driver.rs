@@ -3,7 +3,6 @@
 //! (tokio's paused clock, in-process backends) and http mode (hyper servers
 //! on loopback, a hyper-util client).
 
-use std::io::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +12,7 @@ use http_body_util::Empty;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tokio::time::Instant;
-use tower::{Layer, Service, ServiceExt};
+use tower::Layer;
 use tower_lb::Balance;
 use tower_lb::breaker::State as BreakerState;
 use tower_lb::classify::HttpClassify;
@@ -23,14 +22,16 @@ use tower_lb::outlier::EjectionReason;
 use tower_lb::pick::{self, Pick};
 use tower_lb::retry::RetryLayer;
 
-use super::backend::{Backend, Rng, sub_seed};
-use super::endpoint::{Endpoint, LabRequest, LabResponse, Parts, Target};
+use super::backend::{Backend, sub_seed};
+use super::endpoint::{Endpoint, LabRequest, Parts, Target};
 use super::error::LabError;
 use super::oracle::Oracle;
+use super::peers::{self, PeerSpec};
 use super::record::Recorder;
 use super::report::{PickerReport, Report};
-use super::scenario::{ClientIps, PickerName, RetrySpec, Scenario, Stage};
+use super::scenario::{PickerName, RetrySpec, Scenario};
 use super::server;
+use super::users::{Plan, progress, user};
 
 /// Seed used when neither `--seed` nor the scenario gives one.
 pub const DEFAULT_SEED: u64 = 1;
@@ -44,6 +45,8 @@ pub struct Options {
     pub duration: Option<Duration>,
     /// Overrides the scenario's picker list.
     pub pickers: Option<Vec<PickerName>>,
+    /// Overrides the scenario's peers (central proxies, http mode only).
+    pub peers: Option<Vec<PeerSpec>>,
     /// Overrides the scenario's seed.
     pub seed: Option<u64>,
     /// No progress line.
@@ -88,6 +91,8 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
         return Err(LabError::input("--duration: must be > 0"));
     }
     let pickers = opts.pickers.clone().unwrap_or_else(|| sc.pickers.clone());
+    let peer_rows = peers::rows(opts.peers.as_deref().unwrap_or(&sc.peers));
+    let rows = pickers.len() + if opts.sim { 0 } else { peer_rows.len() };
     let mut report = Report::new(sc, opts.sim, seed, duration.as_secs_f64());
     // http mode only: the sim stays free of the SDK (and of real sockets).
     let mut _metrics_server = None;
@@ -113,7 +118,7 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
             duration,
             seed,
             quiet: opts.quiet,
-            nth: (k + 1, pickers.len()),
+            nth: (k + 1, rows),
             exporter: exporter.as_ref(),
         };
         match run_picker(&ctx, name).await? {
@@ -121,8 +126,22 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
             Err(why) => report.notes.push(format!("{name}: skipped: {why}")),
         }
     }
+    if opts.sim && !peer_rows.is_empty() {
+        report
+            .notes
+            .push("peers: skipped: a proxy needs http mode (real sockets), not --sim".into());
+    } else if !peer_rows.is_empty() {
+        let ctx = peers::run::RowCtx {
+            sc,
+            duration,
+            seed,
+            quiet: opts.quiet,
+            nth: (pickers.len() + 1, rows),
+        };
+        peers::run::run_rows(&ctx, &peer_rows, &mut report).await?;
+    }
     if !opts.quiet {
-        eprint!("\r{:<100}\r", "");
+        eprint!("\r{:<130}\r", "");
     }
     Ok(report)
 }
@@ -151,34 +170,6 @@ async fn run_picker(
         N::Oracle => run(ctx, name, Oracle::new).await,
     };
     r.map(Ok)
-}
-
-/// The shared plan of the virtual users.
-struct Plan {
-    start: Instant,
-    end: Instant,
-    vus: u32,
-    stages: Vec<Stage>,
-    think: Duration,
-    ips: ClientIps,
-    seed: u64,
-}
-
-impl Plan {
-    fn active(&self, t: Duration) -> u32 {
-        self.stages
-            .iter()
-            .take_while(|s| s.at.0 <= t)
-            .last()
-            .map_or(self.vus, |s| s.vus)
-    }
-
-    fn next_change(&self, t: Duration) -> Instant {
-        self.stages
-            .iter()
-            .find(|s| s.at.0 > t)
-            .map_or(self.end, |s| (self.start + s.at.0).min(self.end))
-    }
 }
 
 async fn run<P, F>(ctx: &Ctx<'_>, name: PickerName, make: F) -> Result<PickerReport, LabError>
@@ -298,15 +289,7 @@ where
                 .map_err(|e| LabError::input(format!("scenario {}: {e}", sc.name)))?,
         );
     }
-    let plan = Arc::new(Plan {
-        start,
-        end,
-        vus: sc.load.vus,
-        stages: sc.load.stages.clone(),
-        think: sc.load.think.0,
-        ips: sc.load.client_ips,
-        seed: ctx.seed,
-    });
+    let plan = Arc::new(Plan::new(sc, start, end, ctx.seed));
     let users: Vec<_> = (0..sc.max_vus() as usize)
         .map(|u| {
             let c = u % lbs.len();
@@ -321,7 +304,7 @@ where
         .collect();
     let progress = (!ctx.quiet).then(|| {
         tokio::spawn(progress(
-            name,
+            name.as_str().to_string(),
             ctx.nth,
             start,
             ctx.duration,
@@ -376,95 +359,4 @@ fn retry_layer(
         b = b.per_try_timeout(t.0);
     }
     b.build()
-}
-
-/// One closed-loop virtual user: request, wait for the answer, think, again.
-async fn user<L>(u: usize, mut lb: L, plan: Arc<Plan>, rec: Arc<Recorder>)
-where
-    L: Service<LabRequest, Response = LabResponse>,
-{
-    let mut rng = Rng::new(sub_seed(plan.seed, 10_000 + u as u64));
-    let sticky_ip = random_ip(&mut rng);
-    // Users start spread over one think time: with fixed delays, users
-    // started in the same instant would stay in lockstep for the whole run.
-    let spread = plan.think.max(Duration::from_millis(10));
-    tokio::time::sleep(spread.mul_f64(rng.unit())).await;
-    loop {
-        let now = Instant::now();
-        if now >= plan.end {
-            return;
-        }
-        if u as u32 >= plan.active(now - plan.start) {
-            tokio::time::sleep_until(plan.next_change(now - plan.start)).await;
-            continue;
-        }
-        let ip = match plan.ips {
-            ClientIps::PerRequest => random_ip(&mut rng),
-            ClientIps::PerUser => sticky_ip.clone(),
-        };
-        let mut req = http::Request::new(Empty::<Bytes>::new());
-        *req.uri_mut() = http::Uri::from_static("/test");
-        if let Ok(v) = http::HeaderValue::from_str(&ip) {
-            req.headers_mut().insert("x-forwarded-for", v);
-        }
-        let sent = Instant::now();
-        let (ok, pick_ns) = match lb.ready().await {
-            Ok(svc) => {
-                let t = std::time::Instant::now();
-                let fut = svc.call(req);
-                let pick_ns = t.elapsed().as_nanos() as u64;
-                let ok = matches!(fut.await, Ok(r) if !r.status().is_server_error());
-                (ok, pick_ns)
-            }
-            Err(_) => (false, 0),
-        };
-        let done = Instant::now();
-        if done >= plan.end {
-            return;
-        }
-        rec.complete(done, done - sent, ok, pick_ns);
-        // A failure can be instant; never spin without time passing.
-        let think = if ok {
-            plan.think
-        } else {
-            plan.think.max(Duration::from_millis(1))
-        };
-        tokio::time::sleep(think).await;
-    }
-}
-
-fn random_ip(rng: &mut Rng) -> String {
-    let x = rng.next_u64();
-    format!(
-        "{}.{}.{}.{}",
-        10 + (x & 0x7f),
-        (x >> 8) & 0xff,
-        (x >> 16) & 0xff,
-        1 + ((x >> 24) % 254)
-    )
-}
-
-async fn progress(
-    name: PickerName,
-    (k, total): (usize, usize),
-    start: Instant,
-    duration: Duration,
-    rec: Arc<Recorder>,
-    sim: bool,
-) {
-    let secs = duration.as_secs_f64();
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    loop {
-        tick.tick().await;
-        let t = start.elapsed().as_secs_f64().min(secs);
-        let (reqs, mean) = rec.progress();
-        eprint!(
-            "\r[{k}/{total}] {:<22} {:>5.0}/{:.0} s{}  {reqs:>8} requests  mean {mean:>6.1} ms   ",
-            name.as_str(),
-            t,
-            secs,
-            if sim { " (simulated)" } else { "" },
-        );
-        let _ = std::io::stderr().flush();
-    }
 }

@@ -4,21 +4,24 @@
 //! cargo run --release --example lab                       # steady-capacity over real HTTP
 //! cargo run --release --example lab -- --sim --scenario seed-steady
 //! cargo run --release --example lab -- --sim --json out.json   # + out.svg
+//! cargo run --release --example lab -- --peers nginx,haproxy   # + central proxies
 //! ```
 //!
-//! See "The lab in detail" in the top-level README for the table, the scenario format and the
-//! JSON schema.
+//! See "The lab in detail" in the top-level README for the table, the scenario format, the
+//! peers and the JSON schema.
 
 pub mod backend;
 pub mod driver;
 pub mod endpoint;
 pub mod error;
 pub mod oracle;
+pub mod peers;
 pub mod record;
 pub mod report;
 pub mod scenario;
 pub mod server;
 pub mod svg;
+pub mod users;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -38,6 +41,9 @@ usage: cargo run --release --example lab -- [FLAGS]
   --sim                  simulated time, in-process backends (fast, reproducible)
   --duration DUR         per-picker run time, e.g. 20s (overrides the scenario)
   --pickers a,b,...      pickers to compare (overrides the scenario)
+  --peers nginx,haproxy  central proxies in front of the same backends, one row
+                         per policy (http mode; nginx:least_conn for one policy;
+                         none for no peers; overrides the scenario)
   --json FILE            write every number to FILE, and a chart next to it (.svg)
   --seed N               seed of every random number (default: the scenario's, else 1)
   --quiet                no progress line
@@ -109,6 +115,12 @@ pub fn parse_args(args: &[String]) -> Result<Option<Args>, LabError> {
                     return Err(LabError::input("--pickers: list at least one picker"));
                 }
                 a.opts.pickers = Some(list);
+            }
+            "--peers" => {
+                let v = value(flag)?;
+                let list =
+                    peers::parse_list(&v).map_err(|e| LabError::input(format!("--peers: {e}")))?;
+                a.opts.peers = Some(list);
             }
             other => {
                 return Err(LabError::input(format!(

@@ -190,6 +190,7 @@ impl Recorder {
                 pick_ns: wall.then_some(round(pick_ns, 1)),
                 pick_ns_measured: pick_ns,
                 timeline,
+                peer: None,
             }
         })
     }

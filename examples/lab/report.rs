@@ -33,7 +33,8 @@ pub struct Report {
     pub backends: Vec<BackendInfo>,
     /// Pickers skipped, settings not applied, and why.
     pub notes: Vec<String>,
-    /// One entry per picker, in the scenario's order.
+    /// One entry per row: the pickers in the scenario's order, then the
+    /// peers.
     pub runs: Vec<PickerReport>,
 }
 
@@ -90,6 +91,22 @@ pub struct PickerReport {
     pub pick_ns_measured: f64,
     /// One entry per second of the run.
     pub timeline: Vec<Second>,
+    /// A peer row (a central proxy, not a picker): what ran; `null` for a
+    /// picker's row.
+    pub peer: Option<PeerInfo>,
+}
+
+/// What a peer row ran.
+#[derive(Debug, Clone, Serialize)]
+pub struct PeerInfo {
+    /// `nginx` or `haproxy`.
+    pub proxy: String,
+    /// Its version, as it reports it.
+    pub version: String,
+    /// The policy, as `--peers` names it (`least_conn`).
+    pub policy: String,
+    /// The whole config file it ran (ports included).
+    pub config: String,
 }
 
 /// Latency summary in ms.
@@ -159,12 +176,24 @@ impl Report {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
     }
 
+    /// A row's name as the table and the chart show it: `(w)` after a
+    /// picker that saw the weights, `(peer)` after a proxy.
+    pub fn row_name(&self, r: &PickerReport) -> String {
+        if r.peer.is_some() {
+            format!("{} (peer)", r.picker)
+        } else if r.weighted && self.backends.iter().any(|b| b.weight != 1.0) {
+            format!("{} (w)", r.picker)
+        } else {
+            r.picker.clone()
+        }
+    }
+
     /// The terminal table.
     pub fn table(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "\n{} ({}, {} users, {} client balancer{}, {:.0} s per picker, seed {})",
+            "\n{} ({}, {} users, {} client balancer{}, {:.0} s per row, seed {})",
             self.scenario,
             self.mode,
             self.users,
@@ -178,11 +207,27 @@ impl Report {
         }
         let names: Vec<&str> = self.backends.iter().map(|b| b.name.as_str()).collect();
         let _ = writeln!(out, "backends: {}", names.join(", "));
+        let mut proxies: Vec<String> = Vec::new();
+        for p in self.runs.iter().filter_map(|r| r.peer.as_ref()) {
+            let v = format!("{} {}", p.proxy, p.version);
+            if !proxies.contains(&v) {
+                proxies.push(v);
+            }
+        }
+        if !proxies.is_empty() {
+            let _ = writeln!(
+                out,
+                "peers: {} (keep-alive to the backends; their share and in-flight as the backends counted them)",
+                proxies.join(", ")
+            );
+        }
+        let names: Vec<String> = self.runs.iter().map(|r| self.row_name(r)).collect();
+        let name_w = names.iter().map(|n| n.chars().count()).fold(22, usize::max);
         let share_w = (self.backends.len() * 5).max(9);
         let fl_w = (self.backends.len() * 4).max(9);
         let _ = writeln!(
             out,
-            "{:<22} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>6}  {:<share_w$}  {:<fl_w$}  {:>8}",
+            "{:<name_w$} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>6}  {:<share_w$}  {:<fl_w$}  {:>8}",
             "picker",
             "RPS",
             "mean",
@@ -197,25 +242,25 @@ impl Report {
         );
         let _ = writeln!(
             out,
-            "{:<22} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>6}  {:<share_w$}  {:<fl_w$}  {:>8}",
+            "{:<name_w$} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>6}  {:<share_w$}  {:<fl_w$}  {:>8}",
             "", "", "ms", "ms", "ms", "ms", "ms", "", "per backend", "at end", ""
         );
-        for r in &self.runs {
+        for (r, name) in self.runs.iter().zip(&names) {
             let share: Vec<String> = r
                 .share
                 .iter()
                 .map(|s| format!("{:.1}", s * 100.0))
                 .collect();
             let fl: Vec<String> = r.in_flight_end.iter().map(|n| n.to_string()).collect();
-            let name = if r.weighted && self.backends.iter().any(|b| b.weight != 1.0) {
-                format!("{} (w)", r.picker)
+            let pick = if r.peer.is_some() {
+                "-".to_string()
             } else {
-                r.picker.clone()
+                fmt_ns(r.pick_ns_measured)
             };
             let l = &r.latency_ms;
             let _ = writeln!(
                 out,
-                "{:<22} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>6.2}  {:<share_w$}  {:<fl_w$}  {:>8}",
+                "{:<name_w$} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>6.2}  {:<share_w$}  {:<fl_w$}  {:>8}",
                 name,
                 r.rps,
                 l.mean,
@@ -226,7 +271,7 @@ impl Report {
                 r.error_rate * 100.0,
                 share.join("/"),
                 fl.join("/"),
-                fmt_ns(r.pick_ns_measured)
+                pick
             );
         }
         for r in &self.runs {

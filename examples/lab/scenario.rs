@@ -13,6 +13,7 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::error::LabError;
+use super::peers::PeerSpec;
 
 /// The scenarios shipped with the lab, by name (the files are compiled in, so
 /// `--scenario NAME` works from any directory).
@@ -31,6 +32,7 @@ pub const SHIPPED: &[(&str, &str)] = &[
         "failover-ejection",
         include_str!("scenarios/failover-ejection.toml"),
     ),
+    ("hop", include_str!("scenarios/hop.toml")),
 ];
 
 /// A whole scenario file.
@@ -61,6 +63,10 @@ pub struct Scenario {
     /// Layers put above the balancer.
     #[serde(default)]
     pub resilience: Resilience,
+    /// Central proxies run in front of the same backends after the pickers
+    /// (http mode only; `--peers` overrides).
+    #[serde(default)]
+    pub peers: Vec<PeerSpec>,
 }
 
 /// Closed-loop virtual users: each sends a request, waits for the answer,

@@ -1,5 +1,6 @@
 //! http mode: one hyper 1 server per backend on 127.0.0.1 (ephemeral port),
-//! answering from the backend model.
+//! answering from the backend model. Every answer names its backend in
+//! [`BACKEND_HEADER`], so that rows through a proxy can attribute it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,6 +17,17 @@ use tower_lb::metrics::prometheus::Exporter;
 use super::backend::{Answer, Backend};
 use super::endpoint::EndpointError;
 use super::error::LabError;
+
+/// The response header naming the backend that answered.
+pub const BACKEND_HEADER: &str = "x-lab-backend";
+
+/// The [`BACKEND_HEADER`] value of backend `i` named `name`: the name, or
+/// `backend-<i+1>` when the name cannot be a header value.
+pub fn backend_tag(i: usize, name: &str) -> http::HeaderValue {
+    http::HeaderValue::from_str(name)
+        .or_else(|_| http::HeaderValue::from_str(&format!("backend-{}", i + 1)))
+        .unwrap_or_else(|_| http::HeaderValue::from_static("backend"))
+}
 
 /// Running servers; dropping this stops accepting connections.
 pub struct Servers {
@@ -34,26 +46,43 @@ impl Drop for Servers {
 
 /// Starts one server per backend.
 pub async fn start(backends: &[Arc<Backend>]) -> Result<Servers, LabError> {
+    serve(bind(backends.len()).await?, backends)
+}
+
+/// Binds `n` listeners on ephemeral 127.0.0.1 ports, without serving yet:
+/// a peer's config needs the ports before the backends' clocks start.
+pub async fn bind(n: usize) -> Result<Vec<TcpListener>, LabError> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(
+            TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|e| LabError::runtime(format!("cannot bind 127.0.0.1:0: {e}")))?,
+        );
+    }
+    Ok(out)
+}
+
+/// Serves backend `i` on listener `i`.
+pub fn serve(listeners: Vec<TcpListener>, backends: &[Arc<Backend>]) -> Result<Servers, LabError> {
     let mut servers = Servers {
         addrs: Vec::new(),
         tasks: Vec::new(),
     };
-    for b in backends {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .map_err(|e| LabError::runtime(format!("cannot bind 127.0.0.1:0: {e}")))?;
+    for (i, (listener, b)) in listeners.into_iter().zip(backends).enumerate() {
         let addr = listener
             .local_addr()
             .map_err(|e| LabError::runtime(format!("no local address: {e}")))?;
         servers.addrs.push(addr);
+        let tag = backend_tag(i, b.name());
         servers
             .tasks
-            .push(tokio::spawn(accept(listener, b.clone())));
+            .push(tokio::spawn(accept(listener, b.clone(), tag)));
     }
     Ok(servers)
 }
 
-async fn accept(listener: TcpListener, backend: Arc<Backend>) {
+async fn accept(listener: TcpListener, backend: Arc<Backend>, tag: http::HeaderValue) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             // Out of file descriptors or similar: back off, keep serving.
@@ -62,9 +91,11 @@ async fn accept(listener: TcpListener, backend: Arc<Backend>) {
         };
         let _ = stream.set_nodelay(true);
         let backend = backend.clone();
+        let tag = tag.clone();
         tokio::spawn(async move {
             let svc = service_fn(move |_req| {
                 let backend = backend.clone();
+                let tag = tag.clone();
                 async move {
                     match backend.serve().await {
                         // Down: an error makes hyper close the connection
@@ -74,6 +105,7 @@ async fn accept(listener: TcpListener, backend: Arc<Backend>) {
                             let mut res = http::Response::new(Full::new(Bytes::from_static(b"ok")));
                             *res.status_mut() = http::StatusCode::from_u16(s)
                                 .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+                            res.headers_mut().insert(BACKEND_HEADER, tag);
                             Ok::<_, EndpointError>(res)
                         }
                     }

@@ -1,6 +1,8 @@
 //! A hand-written SVG chart of a report: latency bars (mean and p99) per
-//! picker, share bars per backend, and latency over time when the scenario
-//! changes during the run.
+//! row (pickers and peers), share bars per backend, and latency over time
+//! when the scenario changes during the run. Each row's latency bar has
+//! class `latency-bar`, its share bars sit in a `<g class="share-row">`,
+//! its line over time has class `series`: one of each per row.
 
 use std::fmt::Write as _;
 
@@ -12,8 +14,12 @@ const PALETTE: &[&str] = &[
 ];
 
 const W: f64 = 900.0;
+/// Width of the row names' column, at least.
 const LABEL: f64 = 190.0;
 const ROW: f64 = 22.0;
+
+/// Latency bars of peer rows (the proxies), apart from tower-lb's.
+const PEER: &str = "#9c755f";
 
 fn color(i: usize) -> &'static str {
     PALETTE[i % PALETTE.len()]
@@ -23,24 +29,31 @@ fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// The chart; `timeline` adds the latency-over-time panel.
 pub fn chart(r: &Report, timeline: bool) -> String {
+    let names: Vec<String> = r.runs.iter().map(|x| r.row_name(x)).collect();
+    // About 7 px per character at font-size 12.
+    let label = names
+        .iter()
+        .map(|n| n.chars().count() as f64 * 7.0 + 20.0)
+        .fold(LABEL, f64::max);
     let mut body = String::new();
     let mut y = 30.0;
     let _ = writeln!(
         body,
-        r#"<text x="10" y="20" font-size="15" font-weight="bold">{} ({}, {} users, {:.0} s per picker)</text>"#,
+        r#"<text x="10" y="20" font-size="15" font-weight="bold">{} ({}, {} users, {:.0} s per row)</text>"#,
         esc(&r.scenario),
         r.mode,
         r.users,
         r.duration_s
     );
-    y = latency_bars(r, &mut body, y + 10.0);
-    y = share_bars(r, &mut body, y + 20.0);
+    y = latency_bars(r, &names, label, &mut body, y + 10.0);
+    y = share_bars(r, &names, label, &mut body, y + 20.0);
     if timeline {
-        y = over_time(r, &mut body, y + 20.0);
+        y = over_time(r, &names, label, &mut body, y + 20.0);
     }
     format!(
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{h}" font-family="sans-serif" font-size="12">
@@ -51,27 +64,27 @@ pub fn chart(r: &Report, timeline: bool) -> String {
     )
 }
 
-fn latency_bars(r: &Report, out: &mut String, mut y: f64) -> f64 {
+fn latency_bars(r: &Report, names: &[String], label: f64, out: &mut String, mut y: f64) -> f64 {
     let max = r.runs.iter().map(|x| x.latency_ms.p99).fold(1.0, f64::max);
-    let width = W - LABEL - 80.0;
+    let width = W - label - 80.0;
     let _ = writeln!(
         out,
         r#"<text x="10" y="{y}" font-weight="bold">Latency (ms): bar = mean, line = p99</text>"#
     );
     y += 10.0;
-    for x in &r.runs {
+    for (x, name) in r.runs.iter().zip(names) {
         let m = x.latency_ms.mean / max * width;
         let p = x.latency_ms.p99 / max * width;
         let _ = writeln!(
             out,
-            r#"<text x="10" y="{ty}">{name}</text><rect x="{LABEL}" y="{y}" width="{m:.1}" height="14" fill="{c}"/><line x1="{LABEL}" x2="{px:.1}" y1="{ly}" y2="{ly}" stroke="black"/><line x1="{px:.1}" x2="{px:.1}" y1="{y}" y2="{y2}" stroke="black"/><text x="{tx:.1}" y="{ty}">{mean:.0} / {p99:.0}</text>"#,
+            r#"<text x="10" y="{ty}">{name}</text><rect class="latency-bar" x="{label}" y="{y}" width="{m:.1}" height="14" fill="{c}"/><line x1="{label}" x2="{px:.1}" y1="{ly}" y2="{ly}" stroke="black"/><line x1="{px:.1}" x2="{px:.1}" y1="{y}" y2="{y2}" stroke="black"/><text x="{tx:.1}" y="{ty}">{mean:.0} / {p99:.0}</text>"#,
             ty = y + 11.0,
-            name = esc(&x.picker),
-            c = color(0),
-            px = LABEL + p,
+            name = esc(name),
+            c = if x.peer.is_some() { PEER } else { color(0) },
+            px = label + p,
             ly = y + 7.0,
             y2 = y + 14.0,
-            tx = LABEL + p.max(m) + 5.0,
+            tx = label + p.max(m) + 5.0,
             mean = x.latency_ms.mean,
             p99 = x.latency_ms.p99,
         );
@@ -80,13 +93,13 @@ fn latency_bars(r: &Report, out: &mut String, mut y: f64) -> f64 {
     y
 }
 
-fn share_bars(r: &Report, out: &mut String, mut y: f64) -> f64 {
-    let width = W - LABEL - 80.0;
+fn share_bars(r: &Report, names: &[String], label: f64, out: &mut String, mut y: f64) -> f64 {
+    let width = W - label - 80.0;
     let _ = writeln!(
         out,
         r#"<text x="10" y="{y}" font-weight="bold">Share of requests per backend</text>"#
     );
-    let mut lx = LABEL + 180.0;
+    let mut lx = label + 180.0;
     for (i, b) in r.backends.iter().enumerate() {
         let _ = writeln!(
             out,
@@ -99,14 +112,14 @@ fn share_bars(r: &Report, out: &mut String, mut y: f64) -> f64 {
         lx += 110.0;
     }
     y += 10.0;
-    for x in &r.runs {
+    for (x, name) in r.runs.iter().zip(names) {
         let _ = writeln!(
             out,
-            r#"<text x="10" y="{}">{}</text>"#,
+            r#"<text x="10" y="{}">{}</text><g class="share-row">"#,
             y + 11.0,
-            esc(&x.picker)
+            esc(name)
         );
-        let mut left = LABEL;
+        let mut left = label;
         for (i, s) in x.share.iter().enumerate() {
             let w = s * width;
             let _ = writeln!(
@@ -118,15 +131,16 @@ fn share_bars(r: &Report, out: &mut String, mut y: f64) -> f64 {
             );
             left += w;
         }
+        let _ = writeln!(out, "</g>");
         y += ROW;
     }
     y
 }
 
-fn over_time(r: &Report, out: &mut String, y: f64) -> f64 {
+fn over_time(r: &Report, names: &[String], label: f64, out: &mut String, y: f64) -> f64 {
     let h = 220.0;
     let top = y + 10.0;
-    let width = W - LABEL - 40.0;
+    let width = W - label - 40.0;
     let secs = r
         .runs
         .iter()
@@ -145,9 +159,9 @@ fn over_time(r: &Report, out: &mut String, y: f64) -> f64 {
     );
     let _ = writeln!(
         out,
-        r##"<rect x="{LABEL}" y="{top}" width="{width}" height="{h}" fill="none" stroke="#ccc"/>"##
+        r##"<rect x="{label}" y="{top}" width="{width}" height="{h}" fill="none" stroke="#ccc"/>"##
     );
-    for (k, x) in r.runs.iter().enumerate() {
+    for (k, (x, name)) in r.runs.iter().zip(names).enumerate() {
         let pts: Vec<String> = x
             .timeline
             .iter()
@@ -155,7 +169,7 @@ fn over_time(r: &Report, out: &mut String, y: f64) -> f64 {
                 s.mean_ms.map(|m| {
                     format!(
                         "{:.1},{:.1}",
-                        LABEL + (s.t as f64 + 0.5) / secs as f64 * width,
+                        label + (s.t as f64 + 0.5) / secs as f64 * width,
                         top + h - m / max * h
                     )
                 })
@@ -163,11 +177,11 @@ fn over_time(r: &Report, out: &mut String, y: f64) -> f64 {
             .collect();
         let _ = writeln!(
             out,
-            r#"<polyline fill="none" stroke="{c}" stroke-width="1.5" points="{p}"/><text x="10" y="{ty}" fill="{c}">{name}</text>"#,
+            r#"<polyline class="series" fill="none" stroke="{c}" stroke-width="1.5" points="{p}"/><text x="10" y="{ty}" fill="{c}">{name}</text>"#,
             c = color(k),
             p = pts.join(" "),
             ty = top + 12.0 + k as f64 * 15.0,
-            name = esc(&x.picker)
+            name = esc(name)
         );
     }
     top + h.max(r.runs.len() as f64 * 15.0)

@@ -1,0 +1,325 @@
+//! One peer row: fresh backends, the proxy in front of them, the
+//! scenario's users sending through it with a plain hyper-util client.
+//! Responses are attributed to backends by the header the backends add;
+//! in-flight at the end is counted by the backends themselves.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::uri::{Authority, Scheme, Uri};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use tokio::time::Instant;
+use tower::Service;
+
+use super::super::backend::{Backend, sub_seed};
+use super::super::endpoint::{EndpointError, HttpClient, LabRequest, LabResponse};
+use super::super::error::LabError;
+use super::super::record::Recorder;
+use super::super::report::{PeerInfo, PickerReport, Report};
+use super::super::scenario::Scenario;
+use super::super::server::{self, BACKEND_HEADER, backend_tag};
+use super::super::users::{Plan, progress, user};
+use super::binary::{self, Installed};
+use super::config::{self, Setup};
+use super::{Peer, Proxy, process};
+
+/// What a row needs from the run.
+#[derive(Clone, Copy)]
+pub struct RowCtx<'a> {
+    /// The scenario.
+    pub sc: &'a Scenario,
+    /// Length of the row.
+    pub duration: Duration,
+    /// Seed of every random number (the same backends' and users' draws as
+    /// the pickers' rows).
+    pub seed: u64,
+    /// No progress line.
+    pub quiet: bool,
+    /// Position in the table, for the progress line.
+    pub nth: (usize, usize),
+}
+
+/// Runs the peer rows after the pickers' rows. A proxy that is not
+/// installed, or a row that cannot start, becomes a note; the other rows run.
+pub async fn run_rows(
+    ctx: &RowCtx<'_>,
+    rows: &[Peer],
+    report: &mut Report,
+) -> Result<(), LabError> {
+    let mut found: Vec<(Proxy, Result<Installed, String>)> = Vec::new();
+    for peer in rows {
+        if !found.iter().any(|(p, _)| *p == peer.proxy) {
+            found.push((peer.proxy, binary::probe(peer.proxy)));
+        }
+    }
+    run_found(ctx, rows, &found, report).await
+}
+
+/// [`run_rows`] with the proxies already looked up: `found` says, per
+/// proxy, where it is or why it cannot run.
+pub async fn run_found(
+    ctx: &RowCtx<'_>,
+    rows: &[Peer],
+    found: &[(Proxy, Result<Installed, String>)],
+    report: &mut Report,
+) -> Result<(), LabError> {
+    for (proxy, inst) in found {
+        if let Err(why) = inst {
+            report.notes.push(format!("{proxy}: skipped: {why}"));
+        }
+    }
+    let sc = ctx.sc;
+    if sc.resilience.retry.is_some()
+        || sc.resilience.breaker.is_some()
+        || sc.resilience.outlier.is_some()
+    {
+        report.notes.push(
+            "peers: [resilience] applies to tower-lb's rows; the proxies keep their own defaults"
+                .into(),
+        );
+    }
+    if sc.load.clients > 1 {
+        report.notes.push(format!(
+            "peers: one proxy serves all users (load.clients = {} applies to tower-lb's rows)",
+            sc.load.clients
+        ));
+    }
+    if !sc.load.overhead.0.is_zero() {
+        report.notes.push(
+            "peers: load.overhead (a modelled proxy hop) is not added: the hop is real".into(),
+        );
+    }
+    // One watch for the whole loop: a signal that arrives between rows, or
+    // while a row's end blocks on stopping its proxy, is still seen.
+    let interrupt = interrupted();
+    tokio::pin!(interrupt);
+    for (k, &peer) in rows.iter().enumerate() {
+        let inst = match found.iter().find(|(p, _)| *p == peer.proxy) {
+            Some((_, Ok(inst))) => inst,
+            Some((_, Err(_))) => continue,
+            None => {
+                report.notes.push(format!(
+                    "{} (peer): skipped: {} was not looked up",
+                    peer.label(),
+                    peer.proxy
+                ));
+                continue;
+            }
+        };
+        let row = RowCtx {
+            nth: (ctx.nth.0 + k, ctx.nth.1),
+            ..*ctx
+        };
+        // Dropping the row's future stops its proxy: a Ctrl-C or SIGTERM
+        // sent to the lab alone (not to its process group) must not leave
+        // the proxy running.
+        let outcome = tokio::select! {
+            biased;
+            why = &mut interrupt => {
+                return Err(LabError::runtime(format!(
+                    "{why} during {} (peer): the proxy was stopped",
+                    peer.label()
+                )));
+            }
+            r = run(&row, peer, inst) => r?,
+        };
+        match outcome {
+            Ok(r) => report.runs.push(r),
+            Err(why) => report
+                .notes
+                .push(format!("{} (peer): skipped: {why}", peer.label())),
+        }
+    }
+    Ok(())
+}
+
+/// Resolves on Ctrl-C or (unix) SIGTERM, naming it; never if signals
+/// cannot be watched.
+async fn interrupted() -> &'static str {
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => match r {
+            Ok(()) => "interrupted (Ctrl-C)",
+            Err(_) => std::future::pending().await,
+        },
+        () = term => "terminated (SIGTERM)",
+    }
+}
+
+/// Runs `peer` on `inst`. `Ok(Err(why))`: the row is skipped (the proxy
+/// did not start, or its build lacks the policy), the others still run.
+pub async fn run(
+    ctx: &RowCtx<'_>,
+    peer: Peer,
+    inst: &Installed,
+) -> Result<Result<PickerReport, String>, LabError> {
+    let sc = ctx.sc;
+    let n = sc.backends.len();
+    let listeners = server::bind(n).await?;
+    let addrs = listeners
+        .iter()
+        .map(|l| l.local_addr())
+        .collect::<Result<Vec<SocketAddr>, _>>()
+        .map_err(|e| LabError::runtime(format!("no local address: {e}")))?;
+    let users = sc.max_vus();
+    let make = |listen| {
+        let setup = Setup {
+            listen,
+            backends: &addrs,
+            users,
+        };
+        config::text(peer, &setup, &inst.without)
+    };
+    let running = match process::start(inst, make).await {
+        Ok(r) => r,
+        Err(why) => return Ok(Err(why)),
+    };
+    // The backends' event clocks and the users start now, after the proxy
+    // is up: the row is timed like a picker's.
+    let start = Instant::now();
+    let end = start + ctx.duration;
+    let backends: Vec<Arc<Backend>> = sc
+        .backends
+        .iter()
+        .enumerate()
+        .map(|(i, b)| Arc::new(Backend::new(b, sub_seed(ctx.seed, 1000 + i as u64), start)))
+        .collect();
+    let servers = server::serve(listeners, &backends)?;
+    let rec = Arc::new(Recorder::new(start, ctx.duration, n));
+    let authority: Authority = running
+        .addr
+        .to_string()
+        .parse()
+        .map_err(|e| LabError::runtime(format!("bad address {}: {e}", running.addr)))?;
+    let through = Through(Arc::new(Parts {
+        client: Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build_http::<Empty<Bytes>>(),
+        authority,
+        tags: sc
+            .backends
+            .iter()
+            .enumerate()
+            .map(|(i, b)| backend_tag(i, &b.name))
+            .collect(),
+        rec: rec.clone(),
+    }));
+    let plan = Arc::new(Plan::new(sc, start, end, ctx.seed));
+    let tasks: Vec<_> = (0..users as usize)
+        .map(|u| tokio::spawn(user(u, through.clone(), plan.clone(), rec.clone())))
+        .collect();
+    let progress = (!ctx.quiet).then(|| {
+        tokio::spawn(progress(
+            format!("{} (peer)", peer.label()),
+            ctx.nth,
+            start,
+            ctx.duration,
+            rec.clone(),
+            false,
+        ))
+    });
+    tokio::time::sleep_until(end).await;
+    let in_flight: Vec<usize> = backends
+        .iter()
+        .map(|b| {
+            let (active, waiting) = b.load();
+            active + waiting
+        })
+        .collect();
+    for t in &tasks {
+        t.abort();
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    if let Some(p) = progress {
+        p.abort();
+        let _ = p.await;
+    }
+    let mut report = rec.finish(&peer.label(), false, in_flight, true);
+    // The pick happens in another process: there is no call to time.
+    report.pick_ns = None;
+    report.peer = Some(PeerInfo {
+        proxy: peer.proxy.name().to_string(),
+        version: inst.version.clone(),
+        policy: peer.policy.token().to_string(),
+        config: running.config.clone(),
+    });
+    // The proxy stops before its backends do.
+    drop(running);
+    drop(servers);
+    Ok(Ok(report))
+}
+
+/// The users' service for a peer row: every request to the proxy.
+#[derive(Clone)]
+struct Through(Arc<Parts>);
+
+struct Parts {
+    client: HttpClient,
+    authority: Authority,
+    /// The backends' header values, in backend order.
+    tags: Arc<[http::HeaderValue]>,
+    rec: Arc<Recorder>,
+}
+
+type BoxFuture = Pin<Box<dyn Future<Output = Result<LabResponse, EndpointError>> + Send>>;
+
+impl Service<LabRequest> for Through {
+    type Response = LabResponse;
+    type Error = EndpointError;
+    type Future = BoxFuture;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), EndpointError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, mut req: LabRequest) -> BoxFuture {
+        let parts = self.0.clone();
+        Box::pin(async move {
+            let mut uri = req.uri().clone().into_parts();
+            uri.scheme = Some(Scheme::HTTP);
+            uri.authority = Some(parts.authority.clone());
+            *req.uri_mut() = Uri::from_parts(uri).map_err(|e| EndpointError(e.to_string()))?;
+            let res = parts
+                .client
+                .request(req)
+                .await
+                .map_err(|e| EndpointError(format!("request failed: {e}")))?;
+            // Counted when the answer names its backend: an answer from the
+            // proxy itself (a 502) went to no backend.
+            if let Some(i) = res
+                .headers()
+                .get(BACKEND_HEADER)
+                .and_then(|v| parts.tags.iter().position(|t| t == v))
+            {
+                parts.rec.pick(i);
+            }
+            let status = res.status();
+            res.into_body()
+                .collect()
+                .await
+                .map_err(|e| EndpointError(format!("body failed: {e}")))?;
+            let mut out = http::Response::new(());
+            *out.status_mut() = status;
+            Ok(out)
+        })
+    }
+}
