@@ -14,9 +14,9 @@ use std::task::{Context, Poll, Waker};
 use proptest::prelude::*;
 use tower::Service;
 use tower_lb::balance::call_avoiding;
-use tower_lb::pick::hash::{MAX_TABLE_SIZE, MAX_VNODES, SUGGESTED_BOUNDED_LOAD};
+use tower_lb::pick::hash::{Hashed, Lookup, MAX_TABLE_SIZE, MAX_VNODES, SUGGESTED_BOUNDED_LOAD};
 use tower_lb::pick::key::{ForwardedFor, Header, Path, RequestKey, hash_bytes, hash_ip, key_fn};
-use tower_lb::pick::{self, KeyHash, Maglev, Pick, RingHash, RoundRobin};
+use tower_lb::pick::{self, KeyHash, Maglev, Pick, Picker, RingHash, RoundRobin};
 use tower_lb::{Balance, ConfigError, Error};
 use xxhash_rust::xxh64::xxh64;
 
@@ -268,8 +268,8 @@ mod reference {
 #[test]
 fn pickers_follow_the_documented_definition() {
     let eps_names = names(7);
-    let mut ring = build(RingHash::new(by_id()).vnodes(20).unwrap(), &[]);
-    let mut maglev = build(Maglev::new(by_id()).table_size(1_009).unwrap(), &[]);
+    let mut ring = build(RingHash::new(by_id()).vnodes(20), &[]);
+    let mut maglev = build(Maglev::new(by_id()).table_size(1_009), &[]);
     let mut modulo = build(KeyHash::new(by_id()), &[]);
     for (i, n) in eps_names.iter().enumerate() {
         let w = 0.5 + i as f64 * 0.75;
@@ -311,8 +311,8 @@ type Routed = (Arc<str>, Option<u64>);
 
 #[test]
 fn a_retry_skips_tried_endpoints_by_walking_on() {
-    let mut ring = build(RingHash::new(by_id()).vnodes(20).unwrap(), &names(7));
-    let mut maglev = build(Maglev::new(by_id()).table_size(1_009).unwrap(), &names(7));
+    let mut ring = build(RingHash::new(by_id()).vnodes(20), &names(7));
+    let mut maglev = build(Maglev::new(by_id()).table_size(1_009), &names(7));
     let ids: std::collections::HashMap<String, u64> = ring
         .handle()
         .endpoints()
@@ -529,9 +529,9 @@ proptest! {
         // Few distinct keys: hot keys are what the bound is for.
         keys in prop::collection::vec(0u64..6, 1..150),
     ) {
-        check_bound(RingHash::new(by_id()).bounded_load(c).unwrap(), n, c, &keys)?;
-        check_bound(Maglev::new(by_id()).table_size(1_009).unwrap().bounded_load(c).unwrap(), n, c, &keys)?;
-        check_bound(KeyHash::new(by_id()).bounded_load(c).unwrap(), n, c, &keys)?;
+        check_bound(RingHash::new(by_id()).bounded_load(c), n, c, &keys)?;
+        check_bound(Maglev::new(by_id()).table_size(1_009).bounded_load(c), n, c, &keys)?;
+        check_bound(KeyHash::new(by_id()).bounded_load(c), n, c, &keys)?;
     }
 }
 
@@ -539,9 +539,7 @@ proptest! {
 fn a_hot_key_spreads_under_bounded_load_and_sinks_one_endpoint_without() {
     let mut plain = build(RingHash::new(by_id()), &names(4));
     let mut bounded = build(
-        RingHash::new(by_id())
-            .bounded_load(SUGGESTED_BOUNDED_LOAD)
-            .unwrap(),
+        RingHash::new(by_id()).bounded_load(SUGGESTED_BOUNDED_LOAD),
         &names(4),
     );
     let held_plain: Vec<_> = (0..100).map(|_| plain.call(42)).collect();
@@ -737,8 +735,26 @@ fn closure_extractor_returns_its_key() {
 
 // ------------------------------------------------------- config errors
 
-fn field<T>(r: Result<T, ConfigError>) -> &'static str {
-    match r {
+/// A setting to check: a parse result, or a picker (checked as
+/// `Balance::build` checks it).
+trait Checked {
+    fn checked(self) -> Result<(), ConfigError>;
+}
+
+impl<T> Checked for Result<T, ConfigError> {
+    fn checked(self) -> Result<(), ConfigError> {
+        self.map(drop)
+    }
+}
+
+impl<L: Lookup, E: Send + Sync + 'static, F: Picker> Checked for Hashed<L, E, F> {
+    fn checked(self) -> Result<(), ConfigError> {
+        self.validate()
+    }
+}
+
+fn field(r: impl Checked) -> &'static str {
+    match r.checked() {
         Ok(_) => "accepted",
         Err(e) => {
             assert!(e.to_string().contains(e.field()), "{e}");
@@ -805,6 +821,12 @@ fn every_bad_config_is_a_config_error_naming_the_field() {
     assert_eq!(field(KeyHash::new(by_id()).bounded_load(1.0)), "accepted");
     assert_eq!(field(Header::named("bad header")), "header");
     assert_eq!(field(Header::named("")), "header");
+    // The balancer's build checks its picker.
+    let e = Balance::<String, Named>::builder()
+        .picker(RingHash::new(by_id()).vnodes(0))
+        .build()
+        .unwrap_err();
+    assert_eq!(e.field(), "vnodes");
 }
 
 // ------------------------------------------------------- never panics
@@ -815,7 +837,7 @@ fn empty_saturated_and_emptied_sets_fail_fast() {
     assert!(matches!(now(empty.call(1)), Err(Error::NoEndpoints)));
 
     let mut capped = Balance::builder()
-        .picker(RingHash::new(by_id()).bounded_load(1.0).unwrap())
+        .picker(RingHash::new(by_id()).bounded_load(1.0))
         .endpoint("a".to_string(), Named("a".into()))
         .endpoint("b".to_string(), Named("b".into()))
         .max_in_flight(1)
@@ -839,10 +861,7 @@ fn names_are_stable() {
     use tower_lb::pick::Picker;
     assert_eq!(KeyHash::new(Path).name(), "key_hash");
     assert_eq!(RingHash::new(Path).name(), "ring_hash");
-    assert_eq!(
-        Maglev::new(Path).bounded_load(2.0).unwrap().name(),
-        "maglev"
-    );
+    assert_eq!(Maglev::new(Path).bounded_load(2.0).name(), "maglev");
 }
 
 // ------------------------------------------------------- no allocation
@@ -874,15 +893,15 @@ fn picks_do_not_allocate() {
     let c = SUGGESTED_BOUNDED_LOAD;
     assert_eq!(allocations_per_call(RingHash::new(by_id()), ids(), 1), 0);
     assert_eq!(
-        allocations_per_call(RingHash::new(by_id()).bounded_load(c).unwrap(), ids(), 100),
+        allocations_per_call(RingHash::new(by_id()).bounded_load(c), ids(), 100),
         0
     );
     assert_eq!(
-        allocations_per_call(Maglev::new(by_id()).bounded_load(c).unwrap(), ids(), 100),
+        allocations_per_call(Maglev::new(by_id()).bounded_load(c), ids(), 100),
         0
     );
     assert_eq!(
-        allocations_per_call(KeyHash::new(by_id()).bounded_load(c).unwrap(), ids(), 100),
+        allocations_per_call(KeyHash::new(by_id()).bounded_load(c), ids(), 100),
         0
     );
     let reqs = |n| {

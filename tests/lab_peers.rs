@@ -390,7 +390,7 @@ fn hop_through_peers(peers: &str, secs: u64) -> Report {
     let sc = Scenario::load("hop").expect("hop parses");
     let opts = Options {
         duration: Some(Duration::from_secs(secs)),
-        pickers: Some(vec![PickerName::PeakEwma]),
+        pickers: Some(vec![PickerName::Crate("peak_ewma")]),
         peers: Some(parse_list(peers).expect("peer list")),
         quiet: true,
         ..Options::default()

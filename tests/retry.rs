@@ -504,7 +504,7 @@ async fn per_try_timeout_cancels_and_retries_elsewhere() {
     let layer = RetryLayer::builder()
         .replay(retry::CloneRequest)
         .per_try_timeout(100 * MS)
-        .backoff(Backoff::new(MS, MS).unwrap())
+        .backoff(Backoff::new(MS, MS))
         .build()
         .unwrap();
     let start = Instant::now();
@@ -588,7 +588,7 @@ async fn overall_deadline_stops_retries_that_cannot_finish() {
     );
     let layer = RetryLayer::builder()
         .replay(retry::CloneRequest)
-        .backoff(Backoff::new(Duration::from_secs(1), Duration::from_secs(1)).unwrap())
+        .backoff(Backoff::new(Duration::from_secs(1), Duration::from_secs(1)))
         .max_attempts(10)
         .deadline(Duration::from_millis(1_500))
         .build()
@@ -816,11 +816,11 @@ fn every_config_error_names_its_field() {
         "hedge.min_samples"
     );
     assert_eq!(
-        Backoff::new(Duration::ZERO, ms(1)).unwrap_err().field(),
+        field(b().backoff(Backoff::new(Duration::ZERO, ms(1))).build()),
         "backoff.base"
     );
     assert_eq!(
-        Backoff::new(ms(2), ms(1)).unwrap_err().field(),
+        field(b().backoff(Backoff::new(ms(2), ms(1))).build()),
         "backoff.cap"
     );
     let ttl = Duration::from_secs(10);

@@ -146,28 +146,22 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
     Ok(report)
 }
 
-/// Maps a picker name to its type. Adding a picker is one arm here.
+/// Runs one picker: the crate's, chosen from its registry by name (hash
+/// pickers read the client IP the users put in `X-Forwarded-For`, with the
+/// ring's 150 virtual nodes per weight unit as in the study), or the oracle.
 async fn run_picker(
     ctx: &Ctx<'_>,
     name: PickerName,
 ) -> Result<Result<PickerReport, &'static str>, LabError> {
-    use PickerName as N;
     let r = match name {
-        N::RoundRobin => run(ctx, name, |_| pick::RoundRobin::new()).await,
-        N::WeightedRoundRobin => run(ctx, name, |_| pick::WeightedRoundRobin::new()).await,
-        N::Random => run(ctx, name, |_| pick::Random::new()).await,
-        N::LeastInFlight => run(ctx, name, |_| pick::LeastInFlight::new()).await,
-        N::P2cLeastInFlight => run(ctx, name, |_| pick::P2cLeastInFlight::new()).await,
-        N::LeastResponseTime => run(ctx, name, |_| pick::LeastResponseTime::new()).await,
-        N::PeakEwma => run(ctx, name, |_| pick::PeakEwma::default()).await,
-        N::P2cPeakEwma => run(ctx, name, |_| pick::PeakEwma::classic()).await,
-        // Hash pickers read the client IP the users put in X-Forwarded-For
-        // (150 virtual nodes on the ring by default, as in the study).
-        N::KeyHash => run(ctx, name, |_| pick::KeyHash::new(pick::ForwardedFor)).await,
-        N::RingHash => run(ctx, name, |_| pick::RingHash::new(pick::ForwardedFor)).await,
-        N::Maglev => run(ctx, name, |_| pick::Maglev::new(pick::ForwardedFor)).await,
-        N::Oracle if !ctx.sim => return Ok(Err("the oracle needs --sim")),
-        N::Oracle => run(ctx, name, Oracle::new).await,
+        PickerName::Crate(n) => {
+            run(ctx, name, |_| {
+                pick::AnyPicker::by_name(n, pick::ForwardedFor).expect("a registry name")
+            })
+            .await
+        }
+        PickerName::Oracle if !ctx.sim => return Ok(Err("the oracle needs --sim")),
+        PickerName::Oracle => run(ctx, name, Oracle::new).await,
     };
     r.map(Ok)
 }

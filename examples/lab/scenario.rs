@@ -505,37 +505,33 @@ impl fmt::Display for DelaySpec {
     }
 }
 
-macro_rules! picker_names {
-    ($($variant:ident => $name:literal,)*) => {
-        /// A picker the lab knows by name.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum PickerName { $(#[doc = $name] $variant,)* }
-
-        impl PickerName {
-            /// Every name, in the order `--help` lists them.
-            pub const ALL: &[PickerName] = &[$(PickerName::$variant,)*];
-
-            /// The name as written in scenarios and on the command line.
-            pub fn as_str(self) -> &'static str {
-                match self { $(PickerName::$variant => $name,)* }
-            }
-        }
-    };
+/// A picker the lab knows by name: one of the crate's registry
+/// ([`tower_lb::pick::NAMES`]), or the lab's own oracle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PickerName {
+    /// A picker of the crate, by its registry name.
+    Crate(&'static str),
+    /// The lab's oracle (sim mode only).
+    Oracle,
 }
 
-picker_names! {
-    RoundRobin => "round_robin",
-    WeightedRoundRobin => "weighted_round_robin",
-    Random => "random",
-    LeastInFlight => "least_in_flight",
-    P2cLeastInFlight => "p2c_least_in_flight",
-    LeastResponseTime => "least_response_time",
-    PeakEwma => "peak_ewma",
-    P2cPeakEwma => "p2c_peak_ewma",
-    KeyHash => "key_hash",
-    RingHash => "ring_hash",
-    Maglev => "maglev",
-    Oracle => "oracle",
+impl PickerName {
+    /// Every name, in the order `--help` lists them: the crate's registry,
+    /// then the oracle.
+    pub fn all() -> impl Iterator<Item = PickerName> {
+        tower_lb::pick::NAMES
+            .iter()
+            .map(|&n| PickerName::Crate(n))
+            .chain([PickerName::Oracle])
+    }
+
+    /// The name as written in scenarios and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PickerName::Crate(name) => name,
+            PickerName::Oracle => "oracle",
+        }
+    }
 }
 
 impl fmt::Display for PickerName {
@@ -546,16 +542,14 @@ impl fmt::Display for PickerName {
 
 /// The list of known picker names, for error messages.
 pub fn known_pickers() -> String {
-    let names: Vec<&str> = PickerName::ALL.iter().map(|p| p.as_str()).collect();
+    let names: Vec<&str> = PickerName::all().map(|p| p.as_str()).collect();
     names.join(", ")
 }
 
 impl FromStr for PickerName {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        PickerName::ALL
-            .iter()
-            .copied()
+        PickerName::all()
             .find(|p| p.as_str() == s)
             .ok_or_else(|| format!("unknown picker \"{s}\" (known: {})", known_pickers()))
     }

@@ -256,7 +256,11 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         K: Hash + Eq,
         P: Picker,
     {
+        self.picker.validate()?;
         let cfg = self.cfg;
+        if let Some(ss) = &cfg.slow_start {
+            ss.validate()?;
+        }
         let tau = check_positive("decay", cfg.decay)?;
         let failure_decay = check_positive("failure_decay", cfg.failure_decay)?;
         check_bounded("default_rtt", cfg.default_rtt)?;

@@ -8,7 +8,16 @@
 //! * [`Pick<Req>`] chooses an index for one request, given a [`Pool`] that
 //!   exposes the endpoints' live state.
 //!
-//! Adding a picker means one new file here and one line in the list below.
+//! Adding a picker means one new file here (its module line and re-export
+//! beside the others) and one line in the registry ([`AnyPicker`], in
+//! `registry.rs`), which the lab, the benches and the tests iterate by
+//! [`NAMES`]; a picker's registry name is its [`Picker::name`]. The registry
+//! also serves applications that choose a picker from configuration:
+//! `AnyPicker::by_name("ring_hash", key)?` is a picker like any other.
+//!
+//! Setters on pickers never fail; [`Balance::build`](crate::balance::Builder::build)
+//! calls [`Picker::validate`] and names a bad field (`choices`, `vnodes`,
+//! `table_size`, `bounded_load`, ...).
 //!
 //! | picker | rule |
 //! |---|---|
@@ -18,8 +27,8 @@
 //! | [`LeastInFlight`] | full scan, fewest in-flight per unit weight, random tie-break |
 //! | [`P2cLeastInFlight`] | two weighted-random candidates, fewer in-flight wins |
 //! | [`LeastResponseTime`] | full scan, lowest latency estimate (starves others; for comparison) |
-//! | [`PeakEwma`] (default) | lowest `(est + k·spread)·(in_flight+1)/weight` among `choices` candidates |
-//! | [`KeyHash`] | `hash(key) mod n`: request affinity, not consistent (the seed's IP hash) |
+//! | [`PeakEwma`] (default) | lowest `(est + k·spread)·(in_flight/p + 1) / (weight·(1−f)²)` among `choices` candidates (`p` learned parallelism, `f` failure ratio) |
+//! | [`KeyHash`] | `hash(key) mod n`: request affinity, not consistent (the published study's IP hash) |
 //! | [`RingHash`] | ketama-style ring, points per weight unit, optional bounded load |
 //! | [`Maglev`] | prime-sized lookup table, O(1), optional bounded load |
 
@@ -32,6 +41,7 @@ mod p2c_least_in_flight;
 mod peak_ewma;
 mod pool;
 mod random;
+mod registry;
 mod round_robin;
 pub(crate) mod sampler;
 #[cfg(test)]
@@ -48,8 +58,9 @@ pub use p2c_least_in_flight::P2cLeastInFlight;
 pub use peak_ewma::PeakEwma;
 pub use pool::Pool;
 pub use random::Random;
+pub use registry::{AnyPicker, AnyTable, NAMES};
 pub use round_robin::RoundRobin;
-pub use weighted_round_robin::WeightedRoundRobin;
+pub use weighted_round_robin::{Schedule, WeightedRoundRobin};
 
 pub use best_of::MAX_CHOICES;
 pub(crate) use best_of::{best_of_fraction, cost_key, key_winner, three_distinct};
@@ -67,6 +78,13 @@ pub trait Picker: Send + Sync + 'static {
     /// Builds the table for a new snapshot of the endpoint set. Called on
     /// every membership or weight change, never per request.
     fn table(&self, endpoints: &[Arc<EndpointState>]) -> Self::Table;
+
+    /// Checks the picker's settings; [`Balance::build`](crate::balance::Builder::build)
+    /// calls it, so a bad setting is a [`ConfigError`](crate::ConfigError)
+    /// naming the field, not a panic or a silent clamp. Setters never fail.
+    fn validate(&self) -> Result<(), crate::ConfigError> {
+        Ok(())
+    }
 }
 
 /// Chooses an endpoint for one request.

@@ -51,8 +51,7 @@ const MIN_SUCCESS: f64 = 0.01;
 ///
 /// ```
 /// use tower_lb::pick::PeakEwma;
-/// let p = PeakEwma::default().choices(4)?.spread_factor(0.5)?;
-/// # Ok::<_, tower_lb::ConfigError>(())
+/// let p = PeakEwma::default().choices(4).spread_factor(0.5);
 /// ```
 #[derive(Debug, Clone, Copy)]
 pub struct PeakEwma {
@@ -94,23 +93,18 @@ impl PeakEwma {
         self
     }
 
-    /// Candidates compared per pick, `1..=16`. Pools no larger than this are
-    /// scanned in full.
-    pub fn choices(mut self, n: usize) -> Result<Self, ConfigError> {
-        if !(1..=MAX_CHOICES).contains(&n) {
-            return Err(ConfigError::new("choices", n, "an integer in 1..=16"));
-        }
+    /// Candidates compared per pick, `1..=16` (checked by `Balance::build`,
+    /// field `choices`). Pools no larger than this are scanned in full.
+    pub fn choices(mut self, n: usize) -> Self {
         self.choices = n;
-        Ok(self)
+        self
     }
 
-    /// Weight of the spread term, a finite number `>= 0`.
-    pub fn spread_factor(mut self, k: f64) -> Result<Self, ConfigError> {
-        if !(k.is_finite() && k >= 0.0) {
-            return Err(ConfigError::new("spread_factor", k, "a finite number >= 0"));
-        }
+    /// Weight of the spread term, a finite number `>= 0` (checked by
+    /// `Balance::build`, field `spread_factor`).
+    pub fn spread_factor(mut self, k: f64) -> Self {
         self.spread_factor = k;
-        Ok(self)
+        self
     }
 
     /// The cost of endpoint `i` at the time of the pick.
@@ -153,6 +147,21 @@ impl Picker for PeakEwma {
         }
     }
     fn table(&self, _: &[Arc<EndpointState>]) {}
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if !(1..=MAX_CHOICES).contains(&self.choices) {
+            return Err(ConfigError::new(
+                "choices",
+                self.choices,
+                "an integer in 1..=16",
+            ));
+        }
+        let k = self.spread_factor;
+        if !(k.is_finite() && k >= 0.0) {
+            return Err(ConfigError::new("spread_factor", k, "a finite number >= 0"));
+        }
+        Ok(())
+    }
 }
 
 impl<Req> Pick<Req> for PeakEwma {
@@ -188,13 +197,15 @@ mod tests {
 
     #[test]
     fn bad_config_is_rejected() {
-        assert_eq!(PeakEwma::new().choices(0).unwrap_err().field(), "choices");
-        assert!(PeakEwma::new().choices(17).is_err());
+        let field = |p: PeakEwma| p.validate().unwrap_err().field();
+        assert_eq!(field(PeakEwma::new().choices(0)), "choices");
+        assert_eq!(field(PeakEwma::new().choices(17)), "choices");
         assert_eq!(
-            PeakEwma::new().spread_factor(f64::NAN).unwrap_err().field(),
+            field(PeakEwma::new().spread_factor(f64::NAN)),
             "spread_factor"
         );
-        assert!(PeakEwma::new().spread_factor(-1.0).is_err());
+        assert_eq!(field(PeakEwma::new().spread_factor(-1.0)), "spread_factor");
+        assert!(PeakEwma::new().choices(16).validate().is_ok());
     }
 
     #[test]

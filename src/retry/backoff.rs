@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::error::{ConfigError, check_nonzero};
+use crate::error::{ConfigError, check_positive};
 
 /// Default base of the backoff: 25 ms, Envoy's `retry_back_off.base_interval`.
 pub const DEFAULT_BASE: Duration = Duration::from_millis(25);
@@ -23,7 +23,8 @@ pub const DEFAULT_CAP: Duration = Duration::from_millis(250);
 /// use tower_lb::retry::Backoff;
 ///
 /// # fn main() -> Result<(), tower_lb::ConfigError> {
-/// let b = Backoff::new(Duration::from_millis(25), Duration::from_millis(250))?;
+/// let b = Backoff::new(Duration::from_millis(25), Duration::from_millis(250));
+/// b.validate()?;
 /// assert_eq!(b.max_delay(0), Duration::from_millis(25));
 /// assert_eq!(b.max_delay(3), Duration::from_millis(200));
 /// assert_eq!(b.max_delay(4), Duration::from_millis(250));
@@ -48,20 +49,26 @@ impl Default for Backoff {
 
 impl Backoff {
     /// Backoff growing from `base`, doubling per retry, never above `cap`.
+    /// The retry layer's `build` checks it (see [`validate`](Self::validate)).
+    pub fn new(base: Duration, cap: Duration) -> Self {
+        Self { base, cap }
+    }
+
+    /// Checks the settings.
     ///
     /// # Errors
     /// `backoff.base` must be > 0; `backoff.cap` must be ≥ base and at most
     /// one hour.
-    pub fn new(base: Duration, cap: Duration) -> Result<Self, ConfigError> {
-        check_nonzero("backoff.base", base)?;
-        if cap < base || cap > Duration::from_secs(3600) {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check_positive("backoff.base", self.base)?;
+        if self.cap < self.base || self.cap > Duration::from_secs(3600) {
             return Err(ConfigError::new(
                 "backoff.cap",
-                cap,
+                self.cap,
                 "a duration ≥ backoff.base and at most one hour",
             ));
         }
-        Ok(Self { base, cap })
+        Ok(())
     }
 
     /// The upper end of the draw before retry `retry`: `min(cap, base · 2ⁿ)`.
@@ -78,7 +85,7 @@ impl Backoff {
     /// The delay for retry `retry` given a random `u64` (uniform draws give a
     /// uniform delay): deterministic, for simulations and tests.
     pub fn delay_from(&self, retry: u32, random: u64) -> Duration {
-        let max = self.max_delay(retry).as_nanos() as u64;
+        let max = crate::time::nanos(self.max_delay(retry));
         // Multiply-shift maps 0..2^64 onto 0..=max without bias worth noting.
         let ns = (u128::from(random) * (u128::from(max) + 1)) >> 64;
         Duration::from_nanos(ns as u64)
@@ -100,7 +107,7 @@ mod tests {
         ) {
             let base = Duration::from_millis(base_ms);
             let cap = base + Duration::from_millis(extra_ms);
-            let b = Backoff::new(base, cap).unwrap();
+            let b = Backoff::new(base, cap);
             let exp = base.saturating_mul(2u32.saturating_pow(retry));
             let max = cap.min(exp);
             prop_assert_eq!(b.max_delay(retry), max);
@@ -121,15 +128,19 @@ mod tests {
     fn config_errors() {
         let ms = Duration::from_millis;
         assert_eq!(
-            Backoff::new(Duration::ZERO, ms(1)).unwrap_err().field(),
+            Backoff::new(Duration::ZERO, ms(1))
+                .validate()
+                .unwrap_err()
+                .field(),
             "backoff.base"
         );
         assert_eq!(
-            Backoff::new(ms(10), ms(9)).unwrap_err().field(),
+            Backoff::new(ms(10), ms(9)).validate().unwrap_err().field(),
             "backoff.cap"
         );
         assert_eq!(
             Backoff::new(ms(10), Duration::from_secs(3601))
+                .validate()
                 .unwrap_err()
                 .field(),
             "backoff.cap"

@@ -269,11 +269,13 @@ impl<R, C> Builder<R, C> {
     /// # Errors
     /// `max_attempts` must be within 1 ..= [`MAX_ATTEMPTS`];
     /// `per_try_timeout` and `deadline` > 0 and at most one year;
-    /// `max_retry_after` at most one hour; the hedge as in [`Hedge`]'s
+    /// `max_retry_after` at most one hour; the backoff as in
+    /// [`Backoff::validate`] (`backoff.base`, `backoff.cap`); the hedge as in [`Hedge`]'s
     /// setters (`hedge.delay`, `hedge.percentile`, `hedge.min_delay`,
     /// `hedge.max_delay`, `hedge.min_samples`).
     pub fn build(self) -> Result<RetryLayer<R, C>, ConfigError> {
         let cfg = self.cfg;
+        cfg.backoff.validate()?;
         if !(1..=MAX_ATTEMPTS).contains(&cfg.max_attempts) {
             return Err(ConfigError::new(
                 "max_attempts",

@@ -1,11 +1,9 @@
 use std::sync::Arc;
 
-use super::bounded::{check, place};
-use super::{HashTable, key_order, point};
+use super::{Hashed, Lookup};
 use crate::endpoint::EndpointState;
 use crate::error::ConfigError;
-use crate::pick::key::RequestKey;
-use crate::pick::{PeakEwma, Pick, Picker, Pool};
+use crate::pick::PeakEwma;
 
 /// Default lookup-table size: 65537, the prime the Maglev paper (Eisenbud et
 /// al., NSDI 2016) uses and Envoy's default. Balance within about 1% needs
@@ -20,7 +18,8 @@ pub const MIN_TABLE_SIZE: usize = 101;
 /// 64 MiB of entries.
 pub const MAX_TABLE_SIZE: usize = 16_777_213;
 
-/// Maglev consistent hashing (Eisenbud et al., 2016).
+/// Maglev consistent hashing (Eisenbud et al., 2016): [`Hashed`] over
+/// [`MaglevLookup`].
 ///
 /// A lookup table of prime size `M` is filled once per snapshot, endpoints
 /// taking turns (in proportion to weight) to claim the next free slot of
@@ -34,87 +33,71 @@ pub const MAX_TABLE_SIZE: usize = 16_777_213;
 /// `>= 100·n` instead (deterministic, so processes still agree, but every
 /// key moves once at that point). Size the table for the largest pool.
 ///
-/// Requests without a key go to the fallback picker (default [`PeakEwma`]).
-/// Unavailable endpoints, and with [`bounded_load`](Self::bounded_load)
-/// endpoints above their share, are skipped by walking on to the next
-/// table entry.
+/// Skipped endpoints are passed by walking on to the next table entry.
 ///
 /// ```
-/// use tower_lb::pick::{Maglev, key::ForwardedFor};
+/// use tower_lb::pick::{Maglev, Picker, key::ForwardedFor};
 ///
-/// let by_client = Maglev::new(ForwardedFor).table_size(5_003)?.bounded_load(1.25)?;
-/// assert!(Maglev::new(ForwardedFor).table_size(5_000).is_err()); // not prime
-/// # Ok::<_, tower_lb::ConfigError>(())
+/// let by_client = Maglev::new(ForwardedFor).table_size(5_003).bounded_load(1.25);
+/// assert!(by_client.validate().is_ok());
+/// // Not prime: refused when the balancer is built (or validated).
+/// assert!(Maglev::new(ForwardedFor).table_size(5_000).validate().is_err());
 /// ```
-#[derive(Debug, Clone)]
-pub struct Maglev<E, F = PeakEwma> {
-    key: E,
-    fallback: F,
+pub type Maglev<E, F = PeakEwma> = Hashed<MaglevLookup, E, F>;
+
+/// Maglev's settings: the lookup table's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaglevLookup {
     table_size: usize,
-    bound: Option<f64>,
 }
 
-impl<E> Maglev<E> {
-    /// A Maglev picker keyed by `key`, with a table of
-    /// [`DEFAULT_TABLE_SIZE`] entries, no load bound and [`PeakEwma`] for
-    /// requests without a key.
-    pub fn new(key: E) -> Self {
+impl Default for MaglevLookup {
+    fn default() -> Self {
         Self {
-            key,
-            fallback: PeakEwma::default(),
             table_size: DEFAULT_TABLE_SIZE,
-            bound: None,
         }
     }
 }
 
-impl<E, F> Maglev<E, F> {
-    /// The picker for requests without a key.
-    pub fn fallback<F2: Picker>(self, fallback: F2) -> Maglev<E, F2> {
-        Maglev {
-            key: self.key,
-            fallback,
-            table_size: self.table_size,
-            bound: self.bound,
-        }
-    }
-
+impl<E, F> Hashed<MaglevLookup, E, F> {
     /// The lookup table's size: a prime in
     /// `MIN_TABLE_SIZE..=MAX_TABLE_SIZE` (101..=16777213), default
-    /// [`DEFAULT_TABLE_SIZE`]. 4 bytes per entry; building costs about
-    /// `M · log M` steps per snapshot.
-    ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`] on field `table_size` if `m` is out of range or not prime.
-    pub fn table_size(mut self, m: usize) -> Result<Self, ConfigError> {
-        if !(MIN_TABLE_SIZE..=MAX_TABLE_SIZE).contains(&m) || !is_prime(m) {
-            return Err(ConfigError::new(
+    /// [`DEFAULT_TABLE_SIZE`] (checked by `Balance::build`, field
+    /// `table_size`). 4 bytes per entry; building costs about `M · log M`
+    /// steps per snapshot.
+    pub fn table_size(mut self, m: usize) -> Self {
+        self.lookup_mut().table_size = m;
+        self
+    }
+}
+
+impl Lookup for MaglevLookup {
+    type Table = MaglevTable;
+
+    fn name(&self) -> &'static str {
+        "maglev"
+    }
+
+    /// Fills the table: about `M · log M` steps.
+    fn build(&self, endpoints: &[Arc<EndpointState>], order: &[u32]) -> MaglevTable {
+        MaglevTable::build(endpoints, order, self.table_size)
+    }
+
+    fn walk<'t>(t: &'t MaglevTable, _: &'t [u32], point: u64) -> impl Iterator<Item = usize> + 't {
+        t.walk(point)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let m = self.table_size;
+        if (MIN_TABLE_SIZE..=MAX_TABLE_SIZE).contains(&m) && is_prime(m) {
+            Ok(())
+        } else {
+            Err(ConfigError::new(
                 "table_size",
                 m,
                 "a prime in 101..=16777213",
-            ));
+            ))
         }
-        self.table_size = m;
-        Ok(self)
-    }
-
-    /// Bounded load with factor `c`: an endpoint whose in-flight count would
-    /// exceed `ceil(c · (total_in_flight + 1) / n)` is skipped and the walk
-    /// goes on to the next table entry. Off by default;
-    /// [`SUGGESTED_BOUNDED_LOAD`](super::SUGGESTED_BOUNDED_LOAD) (1.25) is
-    /// the paper's suggestion.
-    ///
-    /// Cost: a pick whose candidate already has requests in flight sums
-    /// every endpoint's in-flight count once (O(n) relaxed loads) to compute
-    /// the cap; idle candidates are taken without it.
-    ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`] on field `bounded_load` unless `c` is finite and `>= 1`.
-    pub fn bounded_load(mut self, c: f64) -> Result<Self, ConfigError> {
-        self.bound = Some(check(c)?);
-        Ok(self)
     }
 }
 
@@ -127,7 +110,7 @@ pub struct MaglevTable {
 const EMPTY: u32 = u32::MAX;
 
 impl MaglevTable {
-    fn build(endpoints: &[Arc<EndpointState>], table_size: usize) -> Self {
+    fn build(endpoints: &[Arc<EndpointState>], order: &[u32], table_size: usize) -> Self {
         let n = endpoints.len();
         if n == 0 {
             return Self::default();
@@ -139,7 +122,7 @@ impl MaglevTable {
         };
         let mm = m as u64;
         let w_max = endpoints.iter().map(|e| e.weight()).fold(0.0, f64::max);
-        let mut turns: Vec<Turn> = key_order(endpoints)
+        let mut turns: Vec<Turn> = order
             .iter()
             .map(|&i| {
                 let e = &endpoints[i as usize];
@@ -233,46 +216,17 @@ fn next_prime(from: usize) -> usize {
     (from.max(2)..).find(|&m| is_prime(m)).unwrap_or(from)
 }
 
-impl<E, F> Picker for Maglev<E, F>
-where
-    E: Send + Sync + 'static,
-    F: Picker,
-{
-    type Table = HashTable<MaglevTable, F::Table>;
-
-    fn name(&self) -> &'static str {
-        "maglev"
-    }
-
-    /// Fills the table: about `M · log M` steps.
-    fn table(&self, endpoints: &[Arc<EndpointState>]) -> Self::Table {
-        HashTable::new(
-            endpoints,
-            MaglevTable::build(endpoints, self.table_size),
-            self.fallback.table(endpoints),
-        )
-    }
-}
-
-impl<Req, E, F> Pick<Req> for Maglev<E, F>
-where
-    E: RequestKey<Req>,
-    F: Pick<Req>,
-{
-    fn pick(&self, req: &Req, cx: &Pool<'_, Self::Table>) -> Option<usize> {
-        let t = cx.table();
-        let Some(key) = self.key.key(req) else {
-            return self.fallback.pick(req, &cx.with_table(&t.fallback));
-        };
-        place(cx, self.bound, &t.order, &t.rank, t.lookup.walk(point(key)))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pick::hash::key_order;
     use crate::pick::key::{KeyFn, key_fn};
     use crate::pick::testing::Fixture;
+    use crate::pick::{Pick, Picker};
+
+    fn build(f: &Fixture, size: usize) -> MaglevTable {
+        MaglevTable::build(&f.states, &key_order(&f.states), size)
+    }
 
     type ById = KeyFn<fn(&u64) -> Option<u64>>;
 
@@ -298,7 +252,7 @@ mod tests {
     #[test]
     fn equal_weights_fill_evenly() {
         let f = Fixture::new(&[1.0; 5]);
-        let t = MaglevTable::build(&f.states, DEFAULT_TABLE_SIZE);
+        let t = build(&f, DEFAULT_TABLE_SIZE);
         for c in owned(&t, 5) {
             assert!((13_107..=13_108).contains(&c), "{c}");
         }
@@ -307,7 +261,7 @@ mod tests {
     #[test]
     fn weights_shape_the_fill() {
         let f = Fixture::new(&[1.0, 2.0, 3.0, 0.5]);
-        let t = MaglevTable::build(&f.states, DEFAULT_TABLE_SIZE);
+        let t = build(&f, DEFAULT_TABLE_SIZE);
         let c = owned(&t, 4);
         for (c, w) in c.iter().zip([1.0, 2.0, 3.0, 0.5]) {
             let share = *c as f64 / DEFAULT_TABLE_SIZE as f64;
@@ -318,7 +272,7 @@ mod tests {
     #[test]
     fn table_grows_when_outnumbered() {
         let f = Fixture::new(&[1.0; 150]);
-        let t = MaglevTable::build(&f.states, 101);
+        let t = build(&f, 101);
         assert_eq!(t.len(), next_prime(15_000));
         assert!(owned(&t, 150).iter().all(|&c| c >= 99));
     }
@@ -326,10 +280,10 @@ mod tests {
     #[test]
     fn bad_sizes_are_config_errors() {
         for m in [0, 2, 97, 65_536, 100_000, MAX_TABLE_SIZE + 2] {
-            let e = maglev().table_size(m).unwrap_err();
+            let e = maglev().table_size(m).validate().unwrap_err();
             assert_eq!(e.field(), "table_size", "{m}");
         }
-        assert!(maglev().table_size(101).is_ok());
+        assert!(maglev().table_size(101).validate().is_ok());
     }
 
     #[test]
@@ -337,7 +291,7 @@ mod tests {
         let big = Fixture::new(&[1.0; 5]);
         let small = Fixture::new(&[1.0, 1.0]);
         let empty = Fixture::new(&[]);
-        let p = maglev().table_size(101).unwrap();
+        let p = maglev().table_size(101);
         let t_big = Picker::table(&p, &big.states);
         let t_empty = Picker::table(&p, &empty.states);
         for k in 0..1000u64 {

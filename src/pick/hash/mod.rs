@@ -7,15 +7,18 @@
 //! | [`RingHash`] | ketama-style ring, [`DEFAULT_VNODES`] points per weight unit, binary search | only the keys of the joining / leaving endpoint move |
 //! | [`Maglev`] | prime-sized lookup table ([`DEFAULT_TABLE_SIZE`]), one index | close to minimal; O(1) lookup, better balance than a ring |
 //!
-//! Each reads the request's key through a [`RequestKey`](super::key::RequestKey)
-//! (a header, the client IP, the path, a closure). Requests without a key go
-//! to the fallback picker (default [`PeakEwma`](super::PeakEwma)).
+//! All three are one picker, [`Hashed`], over a [`Lookup`] (pingora's
+//! `Weighted<Algorithm>` shape): the key, the fallback, bounded load and the
+//! walk past skipped endpoints are written once. Each reads the request's
+//! key through a [`RequestKey`](super::key::RequestKey) (a header, the
+//! client IP, the path, a closure). Requests without a key go to the
+//! fallback picker (default [`PeakEwma`](super::PeakEwma)).
 //!
 //! # Skipping: availability and bounded load
 //!
 //! An endpoint that is not [available](super::Pool::is_available) (at its
 //! in-flight cap, or already tried by a retry) is skipped, and so, with
-//! [`bounded_load(c)`](RingHash::bounded_load), is an endpoint whose in-flight
+//! [`bounded_load(c)`](Hashed::bounded_load), is an endpoint whose in-flight
 //! count would exceed `ceil(c · (total_in_flight + 1) / n)` — consistent
 //! hashing with bounded loads (Mirrokni, Thorup, Zadimoghaddam, 2018), which
 //! keeps one hot key from sinking one replica. The paper suggests
@@ -72,16 +75,20 @@
 //! [`EndpointState::key_hash`]: crate::endpoint::EndpointState::key_hash
 
 mod bounded;
-mod key_hash;
+mod hashed;
 mod maglev;
+mod modulo;
 mod ring;
 
 use std::sync::Arc;
 
 pub use bounded::SUGGESTED_BOUNDED_LOAD;
-pub use key_hash::KeyHash;
-pub use maglev::{DEFAULT_TABLE_SIZE, MAX_TABLE_SIZE, MIN_TABLE_SIZE, Maglev, MaglevTable};
-pub use ring::{DEFAULT_VNODES, MAX_RING_POINTS, MAX_VNODES, Ring, RingHash};
+pub use hashed::{Hashed, Lookup};
+pub use maglev::{
+    DEFAULT_TABLE_SIZE, MAX_TABLE_SIZE, MIN_TABLE_SIZE, Maglev, MaglevLookup, MaglevTable,
+};
+pub use modulo::{KeyHash, ModuloLookup};
+pub use ring::{DEFAULT_VNODES, MAX_RING_POINTS, MAX_VNODES, Ring, RingHash, RingLookup};
 
 use crate::endpoint::EndpointState;
 
@@ -98,8 +105,13 @@ pub struct HashTable<L, F> {
 }
 
 impl<L, F> HashTable<L, F> {
-    pub(crate) fn new(endpoints: &[Arc<EndpointState>], lookup: L, fallback: F) -> Self {
+    pub(crate) fn new(
+        endpoints: &[Arc<EndpointState>],
+        lookup: impl FnOnce(&[u32]) -> L,
+        fallback: F,
+    ) -> Self {
         let order = key_order(endpoints);
+        let lookup = lookup(&order);
         let mut rank = vec![0u32; order.len()].into_boxed_slice();
         for (pos, &i) in order.iter().enumerate() {
             if let Some(r) = rank.get_mut(i as usize) {

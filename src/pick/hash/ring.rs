@@ -1,11 +1,9 @@
 use std::sync::Arc;
 
-use super::bounded::{check, place};
-use super::{HashTable, point};
+use super::{Hashed, Lookup};
 use crate::endpoint::EndpointState;
 use crate::error::ConfigError;
-use crate::pick::key::RequestKey;
-use crate::pick::{PeakEwma, Pick, Picker, Pool};
+use crate::pick::PeakEwma;
 
 /// Default ring points per unit of weight: 150, the value the seed study's
 /// ring used (ketama uses 160 per server). With 150 points an endpoint's
@@ -20,92 +18,78 @@ pub const MAX_VNODES: usize = 10_000;
 /// proportionally, at least one point each.
 pub const MAX_RING_POINTS: usize = 1 << 23;
 
-/// Consistent hashing on a ketama-style ring.
+/// Consistent hashing on a ketama-style ring: [`Hashed`] over [`RingLookup`].
 ///
 /// Each endpoint owns `vnodes` points per unit of weight on a ring of
 /// `u64`; a request goes to the owner of the first point at or after its
 /// key's hash. When an endpoint joins or leaves, only the keys between its
 /// points and their predecessors move: about `1/n` of them. Lookup is a
 /// binary search, O(log points). The exact hash is defined in the
-/// [module docs](super).
-///
-/// Requests without a key go to the fallback picker (default
-/// [`PeakEwma`]). Unavailable endpoints, and with
-/// [`bounded_load`](Self::bounded_load) endpoints above their share, are
-/// skipped by walking on along the ring.
+/// [module docs](super). Skipped endpoints are passed by walking on along
+/// the ring.
 ///
 /// ```
 /// use tower_lb::pick::{RingHash, RoundRobin, key::Header};
 ///
 /// let by_user = RingHash::new(Header::named("x-user")?)
-///     .vnodes(200)?
-///     .bounded_load(1.25)?
+///     .vnodes(200)
+///     .bounded_load(1.25)
 ///     .fallback(RoundRobin::new());
 /// # Ok::<_, tower_lb::ConfigError>(())
 /// ```
-#[derive(Debug, Clone)]
-pub struct RingHash<E, F = PeakEwma> {
-    key: E,
-    fallback: F,
+pub type RingHash<E, F = PeakEwma> = Hashed<RingLookup, E, F>;
+
+/// The ring's settings: points per unit of weight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingLookup {
     vnodes: usize,
-    bound: Option<f64>,
 }
 
-impl<E> RingHash<E> {
-    /// A ring keyed by `key`, with [`DEFAULT_VNODES`] points per weight
-    /// unit, no load bound and [`PeakEwma`] for requests without a key.
-    pub fn new(key: E) -> Self {
+impl Default for RingLookup {
+    fn default() -> Self {
         Self {
-            key,
-            fallback: PeakEwma::default(),
             vnodes: DEFAULT_VNODES,
-            bound: None,
         }
     }
 }
 
-impl<E, F> RingHash<E, F> {
-    /// The picker for requests without a key.
-    pub fn fallback<F2: Picker>(self, fallback: F2) -> RingHash<E, F2> {
-        RingHash {
-            key: self.key,
-            fallback,
-            vnodes: self.vnodes,
-            bound: self.bound,
-        }
-    }
-
+impl<E, F> Hashed<RingLookup, E, F> {
     /// Ring points per unit of weight, `1..=MAX_VNODES` (default
-    /// [`DEFAULT_VNODES`]). More points spread load more evenly and cost
-    /// memory (12 bytes each) and table-build time.
-    ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`] on field `vnodes` outside `1..=10000`.
-    pub fn vnodes(mut self, n: usize) -> Result<Self, ConfigError> {
-        if !(1..=MAX_VNODES).contains(&n) {
-            return Err(ConfigError::new("vnodes", n, "an integer in 1..=10000"));
-        }
-        self.vnodes = n;
-        Ok(self)
+    /// [`DEFAULT_VNODES`]; checked by `Balance::build`, field `vnodes`).
+    /// More points spread load more evenly and cost memory (12 bytes each)
+    /// and table-build time.
+    pub fn vnodes(mut self, n: usize) -> Self {
+        self.lookup_mut().vnodes = n;
+        self
+    }
+}
+
+impl Lookup for RingLookup {
+    type Table = Ring;
+
+    fn name(&self) -> &'static str {
+        "ring_hash"
     }
 
-    /// Bounded load with factor `c`: an endpoint whose in-flight count would
-    /// exceed `ceil(c · (total_in_flight + 1) / n)` is skipped and the walk
-    /// goes on to the next point. Off by default;
-    /// [`SUGGESTED_BOUNDED_LOAD`](super::SUGGESTED_BOUNDED_LOAD) (1.25) is
-    /// the paper's suggestion.
-    ///
-    /// Cost: a pick whose candidate already has requests in flight sums
-    /// every endpoint's in-flight count once (O(n) relaxed loads) to compute
-    /// the cap; idle candidates are taken without it.
-    ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`] on field `bounded_load` unless `c` is finite and `>= 1`.
-    pub fn bounded_load(mut self, c: f64) -> Result<Self, ConfigError> {
-        self.bound = Some(check(c)?);
-        Ok(self)
+    /// Builds the ring: O(points · log points), points ≈ `vnodes · Σ weight`.
+    fn build(&self, endpoints: &[Arc<EndpointState>], _order: &[u32]) -> Ring {
+        Ring::build(endpoints, self.vnodes, MAX_RING_POINTS)
+    }
+
+    fn walk<'t>(ring: &'t Ring, _: &'t [u32], point: u64) -> impl Iterator<Item = usize> + 't {
+        ring.walk(ring.home(point))
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if (1..=MAX_VNODES).contains(&self.vnodes) {
+            Ok(())
+        } else {
+            Err(ConfigError::new(
+                "vnodes",
+                self.vnodes,
+                "an integer in 1..=10000",
+            ))
+        }
     }
 }
 
@@ -178,47 +162,13 @@ impl Ring {
     }
 }
 
-impl<E, F> Picker for RingHash<E, F>
-where
-    E: Send + Sync + 'static,
-    F: Picker,
-{
-    type Table = HashTable<Ring, F::Table>;
-
-    fn name(&self) -> &'static str {
-        "ring_hash"
-    }
-
-    /// Builds the ring: O(points · log points), points ≈ `vnodes · Σ weight`.
-    fn table(&self, endpoints: &[Arc<EndpointState>]) -> Self::Table {
-        HashTable::new(
-            endpoints,
-            Ring::build(endpoints, self.vnodes, MAX_RING_POINTS),
-            self.fallback.table(endpoints),
-        )
-    }
-}
-
-impl<Req, E, F> Pick<Req> for RingHash<E, F>
-where
-    E: RequestKey<Req>,
-    F: Pick<Req>,
-{
-    fn pick(&self, req: &Req, cx: &Pool<'_, Self::Table>) -> Option<usize> {
-        let t = cx.table();
-        let Some(key) = self.key.key(req) else {
-            return self.fallback.pick(req, &cx.with_table(&t.fallback));
-        };
-        let walk = t.lookup.walk(t.lookup.home(point(key)));
-        place(cx, self.bound, &t.order, &t.rank, walk)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pick::hash::point;
     use crate::pick::key::key_fn;
     use crate::pick::testing::Fixture;
+    use crate::pick::{Pick, Picker};
 
     type ById = crate::pick::key::KeyFn<fn(&u64) -> Option<u64>>;
 
