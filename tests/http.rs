@@ -147,6 +147,32 @@ async fn hyper_reaches_every_endpoint_with_path_query_and_headers() {
 }
 
 #[tokio::test]
+async fn the_http_layer_wraps_a_hyper_client_in_a_balancer() {
+    let (_, origins) = backends().await;
+    let layer = tower_lb::http::layer_builder()
+        .picker(pick::RoundRobin::new())
+        .layer(
+            tower_lb::http::origins(&origins).unwrap(),
+            tower_lb::http::ToOrigin,
+        )
+        .unwrap();
+    let mut lb = tower::ServiceBuilder::new()
+        .layer(layer)
+        .service(hyper_client());
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let req = http::Request::get("/x").body(Empty::new()).unwrap();
+        seen.push(send(&mut lb, req).await.get("backend").to_owned());
+    }
+    assert_eq!(seen, ["b0", "b1", "b2"]);
+    // The default form, as a one-liner.
+    let lb = tower::ServiceBuilder::new()
+        .layer(tower_lb::http::layer(&origins).unwrap())
+        .service(hyper_client());
+    assert_eq!(lb.handle().len(), 3);
+}
+
+#[tokio::test]
 async fn hyper_origin_form_request_gets_the_endpoint_host() {
     let (addrs, origins) = backends().await;
     let mut lb = balance(hyper_client(), &origins[..1])

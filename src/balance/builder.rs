@@ -250,19 +250,32 @@ impl<K, S, P, C> Builder<K, S, P, C> {
     /// A [`ConfigError`] naming the first invalid field: `weight`,
     /// `endpoint` (a duplicate key), `max_in_flight`, `timeout`, `decay`,
     /// `default_rtt`, `failure_penalty`, `failure_decay`, `panic_threshold`,
-    /// or the picker's own fields (`picker.choices`, ...).
+    /// `slow_start.*`, or the picker's own fields (`choices`, `vnodes`, ...).
     pub fn build(self) -> Result<Balance<K, S, P, C>, ConfigError>
     where
         K: Hash + Eq,
         P: Picker,
     {
+        self.validate(self.cfg.endpoints.iter().map(|(k, _, w, _)| (k, *w)))?;
+        Ok(self.assemble())
+    }
+
+    /// Checks every setting, with `endpoints` the keys and weights to come.
+    pub(crate) fn validate<'k>(
+        &self,
+        endpoints: impl Iterator<Item = (&'k K, f64)>,
+    ) -> Result<(), ConfigError>
+    where
+        K: Hash + Eq + 'k,
+        P: Picker,
+    {
         self.picker.validate()?;
-        let cfg = self.cfg;
+        let cfg = &self.cfg;
         if let Some(ss) = &cfg.slow_start {
             ss.validate()?;
         }
-        let tau = check_positive("decay", cfg.decay)?;
-        let failure_decay = check_positive("failure_decay", cfg.failure_decay)?;
+        check_positive("decay", cfg.decay)?;
+        check_positive("failure_decay", cfg.failure_decay)?;
         check_bounded("default_rtt", cfg.default_rtt)?;
         check_bounded("failure_penalty", cfg.failure_penalty)?;
         if let Some(t) = cfg.timeout {
@@ -278,9 +291,9 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         if cfg.cap == Some(0) {
             return Err(ConfigError::new("max_in_flight", 0, "an integer >= 1"));
         }
-        let mut seen = HashSet::with_capacity(cfg.endpoints.len());
-        for (key, _, w, _) in &cfg.endpoints {
-            check_weight("weight", *w)?;
+        let mut seen = HashSet::new();
+        for (key, w) in endpoints {
+            check_weight("weight", w)?;
             if !seen.insert(key) {
                 return Err(ConfigError::new(
                     "endpoint",
@@ -289,7 +302,49 @@ impl<K, S, P, C> Builder<K, S, P, C> {
                 ));
             }
         }
-        drop(seen);
+        Ok(())
+    }
+
+    /// The same configuration for endpoints of another type, without
+    /// endpoints (a layer's template, made into a balancer per `layer` call).
+    pub(crate) fn with_endpoint_type<T>(&self) -> Builder<K, T, P, C>
+    where
+        P: Clone,
+        C: Clone,
+    {
+        let c = &self.cfg;
+        Builder {
+            picker: self.picker.clone(),
+            classify: self.classify.clone(),
+            cfg: Settings {
+                endpoints: Vec::new(),
+                cap: c.cap,
+                timeout: c.timeout,
+                decay: c.decay,
+                default_rtt: c.default_rtt,
+                failure_penalty: c.failure_penalty,
+                failure_decay: c.failure_decay,
+                slow_start: c.slow_start,
+                seed: c.seed,
+                breaker: c.breaker.clone(),
+                outlier: c.outlier.clone(),
+                panic_threshold: c.panic_threshold,
+                panic_mode: c.panic_mode,
+                name: c.name.clone(),
+                labels: c.labels.clone(),
+                hook: c.hook.clone(),
+                observer: c.observer.clone(),
+            },
+        }
+    }
+
+    /// Builds the balancer from a validated configuration.
+    pub(crate) fn assemble(self) -> Balance<K, S, P, C>
+    where
+        K: Hash,
+        P: Picker,
+    {
+        let cfg = self.cfg;
         let now = Instant::now();
         let name = cfg.name.unwrap_or_else(|| Arc::from(DEFAULT_NAME));
         let health = Arc::new(Health::new(HealthSettings {
@@ -306,8 +361,8 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         let model = Arc::new(Model {
             epoch: now,
             rates: Rates {
-                latency: 1.0 / tau.as_nanos() as f64,
-                failure: 1.0 / failure_decay.as_nanos() as f64,
+                latency: 1.0 / cfg.decay.as_nanos() as f64,
+                failure: 1.0 / cfg.failure_decay.as_nanos() as f64,
             },
             default_rtt_ns: cfg.default_rtt.as_nanos() as f64,
             penalty_ns: cfg.failure_penalty.as_nanos() as f64,
@@ -343,6 +398,12 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             })
             .collect();
         shared.publish(members);
-        Ok(Balance::from_shared(shared))
+        Balance::from_shared(shared)
+    }
+}
+
+impl<K, P: Clone, C: Clone> Clone for Builder<K, super::FromKeys, P, C> {
+    fn clone(&self) -> Self {
+        self.with_endpoint_type()
     }
 }

@@ -52,6 +52,7 @@ mod builder;
 mod discover;
 mod future;
 mod handle;
+mod layer;
 mod observe;
 mod service;
 mod snapshot;
@@ -69,6 +70,7 @@ pub use builder::Builder;
 pub use discover::{discover, spawn_discover};
 pub use future::ResponseFuture;
 pub use handle::{Edit, Handle, Upsert};
+pub use layer::{BalanceLayer, FromKeys, MakeEndpoint};
 
 pub(crate) use observe::{Built, Label, MakeObserver, Observe};
 pub(crate) use snapshot::{Entry, Member, Snapshot};

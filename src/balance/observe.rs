@@ -34,4 +34,5 @@ pub(crate) struct Built<'a> {
 }
 
 /// Makes the observer once the balancer's parts exist.
-pub(crate) type MakeObserver = Box<dyn FnOnce(&Built<'_>) -> Arc<dyn Observe> + Send>;
+/// Called once per balancer built (a layer builds one per `layer` call).
+pub(crate) type MakeObserver = Arc<dyn Fn(&Built<'_>) -> Arc<dyn Observe> + Send + Sync>;

@@ -71,7 +71,7 @@ pub use probe::HttpProbe;
 pub use set_origin::{HostHeader, OriginRequest, SetOrigin};
 
 use crate::ConfigError;
-use crate::balance::Builder;
+use crate::balance::{BalanceLayer, Builder, FromKeys, MakeEndpoint};
 use crate::pick::PeakEwma;
 
 /// A balancer builder over `client`, one endpoint per origin in
@@ -113,8 +113,28 @@ where
     I: IntoIterator,
     I::Item: AsRef<str>,
 {
+    let mut builder = crate::Balance::builder()
+        .classify(Classifier::default())
+        .labels(Origin::to_string);
+    for origin in origins(authorities)? {
+        builder = builder.endpoint(origin.clone(), SetOrigin::new(client.clone(), origin));
+    }
+    Ok(builder)
+}
+
+/// Parses `authorities` into origins, each listed once.
+///
+/// # Errors
+///
+/// A [`ConfigError`] naming `authority` for the first entry that is not a
+/// valid origin (see [`Origin::parse`]) or repeats an earlier one.
+pub fn origins<I>(authorities: I) -> Result<Vec<Origin>, ConfigError>
+where
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+{
     let mut seen = HashSet::new();
-    let mut builder = crate::Balance::builder().classify(Classifier::default());
+    let mut out = Vec::new();
     for text in authorities {
         let text = text.as_ref();
         let origin = Origin::parse(text)?;
@@ -125,7 +145,60 @@ where
                 "listed once (after lower-casing scheme and host)",
             ));
         }
-        builder = builder.endpoint(origin.clone(), SetOrigin::new(client.clone(), origin));
+        out.push(origin);
     }
-    Ok(builder)
+    Ok(out)
+}
+
+/// A [`BalanceLayer`] for HTTP: over a base client `S`, one endpoint per
+/// origin in `authorities`, each `SetOrigin::new(client.clone(), origin)`,
+/// with the HTTP [`Classifier`] and the default picker. For other settings
+/// start from [`layer_builder`].
+///
+/// # Errors
+///
+/// As [`origins`].
+///
+/// ```
+/// use tower::{ServiceBuilder, ServiceExt};
+/// use tower_lb::http;
+///
+/// # fn main() -> Result<(), tower_lb::ConfigError> {
+/// let client = tower::service_fn(|_: ::http::Request<()>| async {
+///     Ok::<_, std::io::Error>(::http::Response::new(()))
+/// });
+/// let lb = ServiceBuilder::new()
+///     .layer(http::layer(["http://10.0.0.1:8080", "http://10.0.0.2:8080"])?)
+///     .service(client);
+/// assert_eq!(lb.handle().len(), 2);
+/// # Ok(()) }
+/// ```
+pub fn layer<I>(
+    authorities: I,
+) -> Result<BalanceLayer<Origin, ToOrigin, PeakEwma, Classifier>, ConfigError>
+where
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+{
+    layer_builder().layer(origins(authorities)?, ToOrigin)
+}
+
+/// A layer builder with the HTTP [`Classifier`] and origin labels: set a
+/// picker, breakers, ... then `.layer(http::origins(list)?, http::ToOrigin)`.
+pub fn layer_builder() -> Builder<Origin, FromKeys, PeakEwma, Classifier> {
+    crate::Balance::layer_builder()
+        .classify(Classifier::default())
+        .labels(Origin::to_string)
+}
+
+/// Points a layer's base client at an origin: `SetOrigin::new(client.clone(), origin)`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ToOrigin;
+
+impl<S: Clone> MakeEndpoint<Origin, S> for ToOrigin {
+    type Service = SetOrigin<S>;
+
+    fn make(&self, origin: &Origin, client: &S) -> SetOrigin<S> {
+        SetOrigin::new(client.clone(), origin.clone())
+    }
 }

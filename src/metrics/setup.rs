@@ -124,7 +124,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         if self.cfg.name.is_none() {
             self.cfg.name = Some(Arc::clone(&metrics.name));
         }
-        self.cfg.observer = Some(Box::new(move |built| {
+        self.cfg.observer = Some(Arc::new(move |built| {
             BalanceMetrics::new(&metrics, built) as Arc<dyn Observe>
         }));
         self

@@ -11,6 +11,13 @@ pub struct RoundRobin {
     next: AtomicUsize,
 }
 
+/// A clone starts its own rotation (the cursor is not shared).
+impl Clone for RoundRobin {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
 impl RoundRobin {
     /// A round robin starting at the first endpoint.
     pub fn new() -> Self {

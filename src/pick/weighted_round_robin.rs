@@ -24,6 +24,13 @@ pub struct WeightedRoundRobin {
     next: AtomicUsize,
 }
 
+/// A clone starts its own rotation (the cursor is not shared).
+impl Clone for WeightedRoundRobin {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
 impl WeightedRoundRobin {
     /// A new weighted round robin.
     pub fn new() -> Self {
