@@ -15,24 +15,34 @@ use serde::{Deserialize, Deserializer};
 use super::error::LabError;
 use super::peers::PeerSpec;
 
+mod resilience;
+
+pub use resilience::{Resilience, RetrySpec};
+
 /// The scenarios shipped with the lab, by name (the files are compiled in, so
 /// `--scenario NAME` works from any directory).
 pub const SHIPPED: &[(&str, &str)] = &[
-    ("seed-steady", include_str!("scenarios/seed-steady.toml")),
+    ("seed-steady", include_str!("../scenarios/seed-steady.toml")),
     (
         "steady-capacity",
-        include_str!("scenarios/steady-capacity.toml"),
+        include_str!("../scenarios/steady-capacity.toml"),
     ),
-    ("many-clients", include_str!("scenarios/many-clients.toml")),
-    ("burst", include_str!("scenarios/burst.toml")),
-    ("failover", include_str!("scenarios/failover.toml")),
-    ("fast-failure", include_str!("scenarios/fast-failure.toml")),
-    ("lognormal", include_str!("scenarios/lognormal.toml")),
+    (
+        "many-clients",
+        include_str!("../scenarios/many-clients.toml"),
+    ),
+    ("burst", include_str!("../scenarios/burst.toml")),
+    ("failover", include_str!("../scenarios/failover.toml")),
+    (
+        "fast-failure",
+        include_str!("../scenarios/fast-failure.toml"),
+    ),
+    ("lognormal", include_str!("../scenarios/lognormal.toml")),
     (
         "failover-ejection",
-        include_str!("scenarios/failover-ejection.toml"),
+        include_str!("../scenarios/failover-ejection.toml"),
     ),
-    ("hop", include_str!("scenarios/hop.toml")),
+    ("hop", include_str!("../scenarios/hop.toml")),
 ];
 
 /// A whole scenario file.
@@ -166,221 +176,6 @@ pub struct EventSpec {
     /// failure). Absent: errors take the normal service time.
     #[serde(default)]
     pub error_delay: Option<Dur>,
-}
-
-/// `[resilience]`: layers above the balancer.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Resilience {
-    /// `[resilience.retry]`: the retry layer.
-    #[serde(default)]
-    pub retry: Option<RetrySpec>,
-    /// `[resilience.breaker]`: a circuit breaker per endpoint, inside each
-    /// balancer.
-    #[serde(default)]
-    pub breaker: Option<BreakerSpec>,
-    /// `[resilience.outlier]`: outlier ejection inside each balancer.
-    #[serde(default)]
-    pub outlier: Option<OutlierSpec>,
-    /// Below this percentage of healthy endpoints the balancer routes over
-    /// all of them (library default 50).
-    #[serde(default)]
-    pub panic_threshold: Option<f64>,
-}
-
-/// `[resilience.breaker]`: each field absent keeps the library's default.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BreakerSpec {
-    /// Failure rate (percent of the window) at which the breaker opens.
-    #[serde(default)]
-    pub failure_rate: Option<f64>,
-    /// Calls the window must hold before the rate counts.
-    #[serde(default)]
-    pub minimum_calls: Option<u32>,
-    /// The sliding window: a number of calls (`20`) or a time (`"10s"`).
-    #[serde(default)]
-    pub window: Option<WindowSpec>,
-    /// First (shortest) open wait.
-    #[serde(default)]
-    pub open_wait: Option<Dur>,
-    /// Longest open wait (each reopening doubles the wait up to this).
-    #[serde(default)]
-    pub open_wait_cap: Option<Dur>,
-    /// Probe calls admitted while half-open.
-    #[serde(default)]
-    pub half_open_probes: Option<u32>,
-}
-
-/// A breaker window: the last `n` calls or the calls of the last `d`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum WindowSpec {
-    /// Count window.
-    Calls(i64),
-    /// Time window.
-    Time(Duration),
-}
-
-impl<'de> Deserialize<'de> for WindowSpec {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = WindowSpec;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a number of calls (20) or a duration (\"10s\")")
-            }
-            fn visit_i64<E: de::Error>(self, n: i64) -> Result<WindowSpec, E> {
-                Ok(WindowSpec::Calls(n))
-            }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<WindowSpec, E> {
-                parse_duration(s).map(WindowSpec::Time).map_err(E::custom)
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// `[resilience.outlier]`: each field absent keeps the library's default
-/// (the other ejection rules keep theirs too).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OutlierSpec {
-    /// Eject after this many hard failures in a row.
-    #[serde(default)]
-    pub consecutive_failures: Option<u32>,
-    /// Length of a first ejection (later ones grow).
-    #[serde(default)]
-    pub base_ejection_time: Option<Dur>,
-    /// Most of the pool ejected at once, in percent.
-    #[serde(default)]
-    pub max_ejection_percent: Option<u32>,
-    /// How often the interval rules run.
-    #[serde(default)]
-    pub interval: Option<Dur>,
-}
-
-/// Library field names and the scenario fields they come from.
-const BREAKER_FIELDS: &[(&str, &str)] = &[
-    ("failure_rate_threshold", "failure_rate"),
-    ("count_window", "window"),
-    ("time_window", "window"),
-    ("minimum_calls", "minimum_calls"),
-    ("open_wait", "open_wait"),
-    ("open_wait_cap", "open_wait_cap"),
-    ("half_open_probes", "half_open_probes"),
-];
-
-const OUTLIER_FIELDS: &[(&str, &str)] = &[
-    (
-        "outlier.consecutive_failures.threshold",
-        "consecutive_failures",
-    ),
-    ("outlier.base_ejection_time", "base_ejection_time"),
-    ("outlier.max_ejection_time", "base_ejection_time"),
-    ("outlier.max_ejection_percent", "max_ejection_percent"),
-    ("outlier.interval", "interval"),
-];
-
-/// A library [`ConfigError`](tower_lb::ConfigError) as the lab's
-/// `(field, problem)`, the field named as in the scenario file.
-fn config_error(
-    section: &str,
-    names: &[(&str, &str)],
-    e: &tower_lb::ConfigError,
-) -> (String, String) {
-    let field = names
-        .iter()
-        .find(|(lib, _)| *lib == e.field())
-        .map_or(e.field(), |(_, ours)| ours);
-    (
-        format!("{section}.{field}"),
-        format!("{}: must be {}", e.value(), e.allowed()),
-    )
-}
-
-impl BreakerSpec {
-    /// The library configuration, jitter seeded with `seed`.
-    pub fn config(
-        &self,
-        seed: u64,
-    ) -> Result<tower_lb::breaker::CircuitBreakerConfig, (String, String)> {
-        let mut b = tower_lb::breaker::CircuitBreakerConfig::builder().seed(seed);
-        if let Some(x) = self.failure_rate {
-            b = b.failure_rate_threshold(x);
-        }
-        match self.window {
-            Some(WindowSpec::Calls(n)) => {
-                let n = usize::try_from(n).map_err(|_| {
-                    (
-                        "resilience.breaker.window".to_string(),
-                        format!("{n} is not a number of calls >= 1"),
-                    )
-                })?;
-                b = b.count_window(n);
-            }
-            Some(WindowSpec::Time(d)) => b = b.time_window(d),
-            None => {}
-        }
-        if let Some(x) = self.minimum_calls {
-            b = b.minimum_calls(x);
-        }
-        if let Some(x) = self.open_wait {
-            b = b.open_wait(x.0);
-            if self.open_wait_cap.is_none()
-                && x.0 > tower_lb::breaker::config::DEFAULT_OPEN_WAIT_CAP
-            {
-                b = b.open_wait_cap(x.0);
-            }
-        }
-        if let Some(x) = self.open_wait_cap {
-            b = b.open_wait_cap(x.0);
-        }
-        if let Some(x) = self.half_open_probes {
-            b = b.half_open_probes(x);
-        }
-        b.build()
-            .map_err(|e| config_error("resilience.breaker", BREAKER_FIELDS, &e))
-    }
-}
-
-impl OutlierSpec {
-    /// The library configuration.
-    pub fn config(&self) -> Result<tower_lb::outlier::OutlierDetection, (String, String)> {
-        let mut b = tower_lb::outlier::OutlierDetection::builder();
-        if let Some(n) = self.consecutive_failures {
-            b = b.consecutive_failures(Some(tower_lb::outlier::Consecutive::new(n)));
-        }
-        if let Some(d) = self.base_ejection_time {
-            b = b.base_ejection_time(d.0);
-            if d.0 > tower_lb::outlier::DEFAULT_MAX_EJECTION_TIME {
-                b = b.max_ejection_time(d.0);
-            }
-        }
-        if let Some(p) = self.max_ejection_percent {
-            b = b.max_ejection_percent(p);
-        }
-        if let Some(d) = self.interval {
-            b = b.interval(d.0);
-        }
-        b.build()
-            .map_err(|e| config_error("resilience.outlier", OUTLIER_FIELDS, &e))
-    }
-}
-
-/// `[resilience.retry]`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RetrySpec {
-    /// Attempts including the first (default 3).
-    #[serde(default = "three")]
-    pub max_attempts: u32,
-    /// Timeout of each attempt.
-    #[serde(default)]
-    pub per_try_timeout: Option<Dur>,
-}
-
-fn three() -> u32 {
-    3
 }
 
 /// A duration written as a string with a unit: `"250ms"`, `"1.5s"`, `"3m"`.
