@@ -52,6 +52,7 @@
 pub mod balance;
 pub mod breaker;
 pub mod classify;
+pub mod discover;
 pub mod endpoint;
 mod error;
 #[cfg(feature = "http")]

@@ -19,7 +19,8 @@
 //! use http_body_util::Empty;
 //! use hyper_util::client::legacy::Client;
 //! use hyper_util::rt::TokioExecutor;
-//! use tower_lb::http::{self, dns::{self, Dns}};
+//! use tower_lb::discover::dns::{self, Dns};
+//! use tower_lb::http;
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //! let client = Client::builder(TokioExecutor::new()).build_http::<Empty<bytes::Bytes>>();
@@ -43,7 +44,7 @@ use std::time::Duration;
 
 use tokio::time::MissedTickBehavior;
 
-use super::{Origin, SetOrigin};
+use crate::http::{Origin, SetOrigin};
 use crate::error::check_nonzero;
 use crate::pick::Picker;
 use crate::{ConfigError, Handle};
@@ -239,7 +240,7 @@ impl<R: Resolve> Dns<R> {
 type OriginEndpoint<S> = (Origin, SetOrigin<S>);
 
 /// The `make` function of [`Dns::run`] for an HTTP balancer built with
-/// [`balance`](super::balance): each address becomes the endpoint
+/// [`balance`](crate::http::balance): each address becomes the endpoint
 /// `scheme://ip:port` served by a clone of `client`.
 ///
 /// # Errors
