@@ -16,17 +16,41 @@ pub struct Reported {
     pub error: String,
 }
 
-/// A `tracing` subscriber keeping the events on target `tower_lb` that
-/// carry a `source` field. Install with `tracing::subscriber::set_default`
-/// on a current-thread runtime, so the drivers' events land on it.
+/// The events on target `tower_lb` that carry a `source` field, emitted
+/// on the thread that installed the capture (a current-thread test
+/// runtime runs its drivers there).
+///
+/// One process-wide subscriber routes each event to its thread's capture:
+/// scoped (`set_default`) subscribers race on tracing's callsite-interest
+/// cache when tests of one binary run in parallel.
 #[derive(Clone, Default)]
 pub struct Capture(Arc<Mutex<Vec<Reported>>>);
 
+thread_local! {
+    static CURRENT: std::cell::RefCell<Option<Capture>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Uninstalls the thread's capture when dropped.
+pub struct Installed;
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.borrow_mut().take());
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Router;
+
 impl Capture {
-    pub fn install() -> (Self, tracing::subscriber::DefaultGuard) {
+    pub fn install() -> (Self, Installed) {
+        static GLOBAL: std::sync::Once = std::sync::Once::new();
+        GLOBAL.call_once(|| {
+            let _ = tracing::subscriber::set_global_default(Router);
+        });
         let capture = Capture::default();
-        let guard = tracing::subscriber::set_default(capture.clone());
-        (capture, guard)
+        CURRENT.with(|c| *c.borrow_mut() = Some(capture.clone()));
+        (capture, Installed)
     }
 
     pub fn events(&self, source: &str) -> Vec<Reported> {
@@ -57,7 +81,7 @@ impl Visit for Fields {
     }
 }
 
-impl Subscriber for Capture {
+impl Subscriber for Router {
     fn enabled(&self, _: &Metadata<'_>) -> bool {
         true
     }
@@ -73,7 +97,11 @@ impl Subscriber for Capture {
         let mut fields = Fields::default();
         event.record(&mut fields);
         if let (Some(source), Some(error)) = (fields.source, fields.error) {
-            self.0.lock().unwrap().push(Reported { source, error });
+            CURRENT.with(|c| {
+                if let Some(capture) = &*c.borrow() {
+                    capture.0.lock().unwrap().push(Reported { source, error });
+                }
+            });
         }
     }
     fn enter(&self, _: &Id) {}
