@@ -22,6 +22,9 @@ use crate::pick::Picker;
 /// google.rpc.Code INVALID_ARGUMENT, the code of a NACK's `error_detail`.
 const INVALID_ARGUMENT: i32 = 3;
 
+/// Each subscribed cluster's targets in one response.
+type Updates = Vec<(String, Vec<Target<SocketAddr>>)>;
+
 /// Why a stream ended, or a response was refused.
 #[derive(Debug)]
 enum Failure {
@@ -169,10 +172,7 @@ where
 
     /// The response's assignments for subscribed clusters, all valid, or
     /// the first reason one is not.
-    fn accept(
-        &self,
-        response: &DiscoveryResponse,
-    ) -> Result<Vec<(String, Vec<Target<SocketAddr>>)>, Invalid> {
+    fn accept(&self, response: &DiscoveryResponse) -> Result<Updates, Invalid> {
         let mut updates = Vec::with_capacity(response.resources.len());
         for any in &response.resources {
             if any.type_url != CLUSTER_LOAD_ASSIGNMENT {
