@@ -304,3 +304,24 @@ async fn hickory_reads_ttls_and_srv_records_from_a_real_server() {
     assert_eq!(eps[0].0, "10.1.0.1:8443".parse::<SocketAddr>().unwrap());
     assert_eq!(eps[0].1.weight(), 3.0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_driver_stops_the_source() {
+    let recorded = Recorded::default();
+    let lb = lb();
+    let dns = Dns::builder("a.internal.", 80)
+        .resolver(recorded.clone())
+        .build()
+        .unwrap();
+    let driver = dns.spawn(lb.handle(), |a| Some((a, svc())));
+    settle().await;
+    assert_eq!(recorded.0.lock().unwrap().calls, 1);
+    drop(driver);
+    advance(dns::DEFAULT_INTERVAL * 3).await;
+    assert_eq!(
+        recorded.0.lock().unwrap().calls,
+        1,
+        "no resolution after the guard is dropped"
+    );
+    assert_eq!(lb.handle().len(), 1, "the last set stays in the balancer");
+}

@@ -137,3 +137,82 @@ pub(super) fn merge(slices: &BTreeMap<String, Vec<Target<SocketAddr>>>) -> Vec<T
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::discovery::v1::{EndpointConditions, EndpointPort};
+    use proptest::prelude::*;
+
+    fn slice(endpoints: Vec<Endpoint>, ports: Vec<(Option<String>, Option<i32>)>) -> EndpointSlice {
+        EndpointSlice {
+            address_type: "IPv4".into(),
+            endpoints,
+            ports: Some(
+                ports
+                    .into_iter()
+                    .map(|(name, port)| EndpointPort {
+                        name,
+                        port,
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        }
+    }
+
+    proptest! {
+        /// Whatever a slice holds, mapping never panics, and every target
+        /// dials the selected port on a parsed IP.
+        #[test]
+        fn any_slice_maps_without_panicking(
+            eps in proptest::collection::vec((
+                proptest::collection::vec("[0-9.:a-f]{0,16}|10\\.0\\.0\\.[0-9]{1,3}", 0..3),
+                proptest::option::of(any::<bool>()),
+                proptest::option::of(any::<bool>()),
+                proptest::option::of(any::<bool>()),
+            ), 0..8),
+            ports in proptest::collection::vec((proptest::option::of("http|grpc|"), proptest::option::of(any::<i32>())), 0..4),
+        ) {
+            let endpoints = eps.into_iter().map(|(addresses, ready, serving, terminating)| Endpoint {
+                addresses,
+                conditions: Some(EndpointConditions { ready, serving, terminating }),
+                ..Default::default()
+            }).collect();
+            let s = slice(endpoints, ports);
+            let want = select_port(&s, &Port::from("http"));
+            for t in targets(&s, &Port::from("http")) {
+                prop_assert_eq!(Some(t.addr.port()), want);
+                prop_assert!(t.addr.port() != 0);
+            }
+        }
+    }
+
+    #[test]
+    fn conditions_follow_the_api_rules() {
+        let e = |ready, serving, terminating| Endpoint {
+            conditions: Some(EndpointConditions {
+                ready,
+                serving,
+                terminating,
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            state(&e(None, None, None)),
+            Some(TargetState::Serving),
+            "nil ready is ready"
+        );
+        assert_eq!(
+            state(&e(Some(false), Some(true), Some(true))),
+            Some(TargetState::Draining)
+        );
+        assert_eq!(
+            state(&e(Some(false), None, Some(true))),
+            None,
+            "nil serving defers to ready"
+        );
+        assert_eq!(state(&e(Some(false), Some(false), None)), None);
+    }
+}

@@ -128,3 +128,53 @@ pub(super) fn targets(cla: &ClusterLoadAssignment) -> Result<Vec<Target<SocketAd
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use prost::Message;
+
+    proptest! {
+        /// Any bytes a peer sends either fail to decode or map (or are
+        /// rejected) without panicking; accepted targets have real ports
+        /// and positive weights.
+        #[test]
+        fn any_resource_maps_or_is_rejected(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            if let Ok(cla) = ClusterLoadAssignment::decode(bytes.as_slice()) {
+                if let Ok(targets) = targets(&cla) {
+                    for t in targets {
+                        prop_assert!(t.addr.port() != 0 && t.weight >= 1.0);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn health_status_mapping() {
+        assert_eq!(
+            state(HealthStatus::Healthy as i32),
+            Some(TargetState::Serving)
+        );
+        assert_eq!(
+            state(HealthStatus::Unknown as i32),
+            Some(TargetState::Serving)
+        );
+        assert_eq!(
+            state(HealthStatus::Draining as i32),
+            Some(TargetState::Draining)
+        );
+        assert_eq!(
+            state(HealthStatus::Degraded as i32),
+            Some(TargetState::Draining)
+        );
+        assert_eq!(state(HealthStatus::Unhealthy as i32), None);
+        assert_eq!(state(HealthStatus::Timeout as i32), None);
+        assert_eq!(
+            state(99),
+            Some(TargetState::Serving),
+            "an unknown value is UNKNOWN"
+        );
+    }
+}
