@@ -141,11 +141,11 @@ mod tests {
         /// and positive weights.
         #[test]
         fn any_resource_maps_or_is_rejected(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
-            if let Ok(cla) = ClusterLoadAssignment::decode(bytes.as_slice()) {
-                if let Ok(targets) = targets(&cla) {
-                    for t in targets {
-                        prop_assert!(t.addr.port() != 0 && t.weight >= 1.0);
-                    }
+            if let Ok(cla) = ClusterLoadAssignment::decode(bytes.as_slice())
+                && let Ok(targets) = targets(&cla)
+            {
+                for t in targets {
+                    prop_assert!(t.addr.port() != 0 && t.weight >= 1.0);
                 }
             }
         }
