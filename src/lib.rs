@@ -23,7 +23,10 @@
 //! * [`outlier`] — outlier ejection (`Builder::outlier_detection`) and, with
 //!   it, the panic threshold.
 //! * `http` (feature `http`) — balancing a hyper-util or reqwest client over
-//!   a list of origins, and DNS discovery (feature `dns`).
+//!   a list of origins.
+//! * [`discover`] — endpoints from DNS (feature `dns`; TTLs and SRV with
+//!   `dns-hickory`), Kubernetes EndpointSlices (`kube`) and xDS EDS over ADS
+//!   (`xds`), all through one reconciler that keeps known endpoints' models.
 //! * `metrics` (feature `metrics`; `prometheus` for the exposition) —
 //!   OpenTelemetry instruments read from the endpoint model.
 //!
@@ -53,6 +56,7 @@ pub mod balance;
 pub mod breaker;
 pub mod check;
 pub mod classify;
+pub mod discover;
 pub mod endpoint;
 mod error;
 pub mod health;

@@ -20,8 +20,8 @@
 //!   are the caller's and count as successes.
 //! * **Keys.** [`client_ip`] reads the client's address from
 //!   `X-Forwarded-For` or the connection, for hash pickers.
-//! * **Discovery.** With feature `dns`, [`dns`] keeps the endpoint set in
-//!   step with a host name's addresses.
+//! * **Discovery.** [`crate::discover`] keeps the endpoint set in step with
+//!   DNS (feature `dns`), Kubernetes (`kube`) or an xDS control plane (`xds`).
 //!
 //! ```no_run
 //! use http_body_util::Empty;
@@ -53,8 +53,10 @@
 
 mod classify;
 mod client_ip;
+/// DNS discovery, now [`crate::discover::dns`]; re-exported here so
+/// `tower_lb::http::dns` keeps working.
 #[cfg(feature = "dns")]
-pub mod dns;
+pub use crate::discover::dns;
 mod hyper;
 mod origin;
 mod probe;
