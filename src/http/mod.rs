@@ -22,6 +22,11 @@
 //!   `X-Forwarded-For` or the connection, for hash pickers.
 //! * **Discovery.** With feature `dns`, [`dns`] keeps the endpoint set in
 //!   step with a host name's addresses.
+//! * **Named services on addressed replicas.** [`Replicas`] keeps the
+//!   service's name (`https://api.internal`) and the replicas' addresses
+//!   apart: each replica gets its own client (its own connection pool) that
+//!   dials its address, while the URI, `Host`, `:authority` and the TLS
+//!   server name stay the service's.
 //!
 //! ```no_run
 //! use http_body_util::Empty;
@@ -56,6 +61,7 @@ mod client_ip;
 #[cfg(feature = "dns")]
 pub mod dns;
 mod hyper;
+mod named;
 mod origin;
 #[cfg(feature = "reqwest")]
 mod reqwest;
@@ -65,6 +71,9 @@ use std::collections::HashSet;
 
 pub use classify::{Classifier, ClassifyError, ClientErrors};
 pub use client_ip::{ClientIp, ConnectInfo, client_ip};
+pub use named::{
+    DialAddr, MakeClient, Replica, ReplicaError, ReplicaFuture, Replicas, ReplicasBuilder, Target,
+};
 pub use origin::Origin;
 pub use set_origin::{HostHeader, OriginRequest, SetOrigin};
 
