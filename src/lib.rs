@@ -54,6 +54,8 @@ pub mod breaker;
 pub mod classify;
 pub mod endpoint;
 mod error;
+#[cfg(feature = "grpc")]
+pub mod grpc;
 #[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "metrics")]
