@@ -409,6 +409,51 @@ async fn a_removed_replica_closes_its_http1_connection_after_its_last_request() 
     removal_closes_the_pool_after_the_last_request(true).await;
 }
 
+/// Discovery feeds addresses; the replicas' factory makes their clients.
+#[cfg(feature = "dns")]
+#[tokio::test]
+async fn dns_discovery_feeds_addresses_to_https_replicas() {
+    use tower_lb::http::dns::{Dns, Resolve};
+
+    /// Answers with the replicas' addresses, whatever the name.
+    struct Fixed(Vec<SocketAddr>);
+
+    impl Resolve for Fixed {
+        async fn resolve(&self, _: &str, _: u16) -> std::io::Result<Vec<SocketAddr>> {
+            Ok(self.0.clone())
+        }
+    }
+
+    let pki = Pki::new().unwrap();
+    let (one, two) = (
+        backend(&pki, ONE, SERVICE).await,
+        backend(&pki, TWO, SERVICE).await,
+    );
+    let replicas = http::https::<Body>("https://api.internal", tls(&pki)).unwrap();
+    let mut lb = replicas
+        .balance([])
+        .unwrap()
+        .picker(pick::RoundRobin::new())
+        .build()
+        .unwrap();
+    let dns = Dns::builder(SERVICE, 443)
+        .resolver(Fixed(vec![one.addr, two.addr]))
+        .build()
+        .unwrap();
+    let task = dns.spawn(lb.handle(), replicas.discovery());
+    let handle = lb.handle();
+    eventually("both replicas discovered", || handle.len() == 2).await;
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let answer = get(&mut lb, "/x").await.unwrap();
+        assert_eq!(answer.get("authority"), SERVICE);
+        seen.push(answer.get("replica").to_owned());
+    }
+    seen.sort();
+    assert_eq!(seen, ["127.0.0.1", "127.0.0.2"]);
+    task.abort();
+}
+
 #[test]
 fn tls_replicas_refuse_plain_http_services() {
     let pki = Pki::new().unwrap();
