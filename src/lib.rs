@@ -46,6 +46,7 @@
 //!
 //! [tower]: https://docs.rs/tower
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

@@ -1,59 +1,4 @@
-//! Replicas of a named service: dial each replica's address, speak to the
-//! service's name, one client (one connection pool) per replica.
-//!
-//! Discovery (DNS, Kubernetes, xDS) yields addresses, `10.0.3.7:8443`, while
-//! certificates and virtual hosts name the service, `api.internal`.
-//! [`Replicas`] keeps the two apart: the service's origin is one input, the
-//! addresses another, and a [`MakeClient`] (the endpoint factory) builds
-//! each replica its own client that connects to that address only. Every
-//! request is rewritten to the service's origin, so:
-//!
-//! * the URI authority, the `Host` header (HTTP/1) and `:authority`
-//!   (HTTP/2) are the service's (`api.internal`);
-//! * the TLS server name (SNI and certificate check) is the service's name
-//!   (Envoy's `auto_sni`, Finagle's TLS hostname, a gRPC channel's
-//!   authority);
-//! * each replica has its own pool: HTTP/1 keep-alive and HTTP/2
-//!   multiplexing stay per replica, and so do its connections' load.
-//!
-//! **Removal closes the pool.** A [`Replica`] owns its client; when the
-//! balancer drops the replica (removed from the set and its last in-flight
-//! request done), the client and its pool drop and hyper closes the
-//! connections. One caveat from [`Balance`](crate::Balance): a clone that
-//! sits idle keeps the endpoint set it last saw until its next call or its
-//! drop, and with it the removed replicas' clients.
-//!
-//! Makers: [`HyperHttps`](crate::http::tls::HyperHttps) and
-//! [`ReqwestHttps`](crate::http::tls::ReqwestHttps) (feature `rustls`),
-//! `grpc::tls::TlsChannels` (features `grpc` + `rustls`), or any closure
-//! `Fn(&Target) -> Result<S, ConfigError>` (build a client on
-//! [`DialAddr`]).
-//!
-//! ```
-//! use std::convert::Infallible;
-//! use tower::{Service, ServiceExt, service_fn};
-//! use tower_lb::http::{Replicas, Target};
-//! use tower_lb::pick;
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! // A stand-in client per replica: answers with its address and the URI.
-//! let make = |t: &Target<'_>| {
-//!     let addr = t.addr;
-//!     Ok(service_fn(move |req: http::Request<()>| async move {
-//!         Ok::<_, Infallible>(http::Response::new(format!("{addr} {}", req.uri())))
-//!     }))
-//! };
-//! let replicas = Replicas::new("http://api.internal", make)?;
-//! let mut lb = replicas
-//!     .balance(["10.0.3.7:8080".parse()?, "10.0.3.8:8080".parse()?])?
-//!     .picker(pick::RoundRobin::new())
-//!     .build()?;
-//! let req = http::Request::get("/users?id=7").body(())?;
-//! let res = lb.ready().await?.call(req).await?;
-//! assert_eq!(res.into_body(), "10.0.3.7:8080 http://api.internal/users?id=7");
-//! # Ok(()) }
-//! ```
+//! [`Replicas`]: a named service over replicas dialled by address.
 
 mod connect;
 mod error;
@@ -130,10 +75,65 @@ where
     }
 }
 
-/// The replicas of one named service: turns addresses into [`Replica`]
-/// endpoints, for a balancer's initial set ([`balance`](Self::balance)) and
-/// for discovery ([`discovery`](Self::discovery)). See the
-/// [module docs](self).
+/// The replicas of one named service: dial each replica's address, speak to
+/// the service's name, one client (one connection pool) per replica. Turns
+/// addresses into [`Replica`] endpoints, for a balancer's initial set
+/// ([`balance`](Self::balance)) and for discovery
+/// ([`discovery`](Self::discovery)).
+///
+/// Discovery (DNS, Kubernetes, xDS) yields addresses, `10.0.3.7:8443`, while
+/// certificates and virtual hosts name the service, `api.internal`.
+/// `Replicas` keeps the two apart: the service's origin is one input, the
+/// addresses another, and a [`MakeClient`] (the endpoint factory) builds
+/// each replica its own client that connects to that address only. Every
+/// request is rewritten to the service's origin, so:
+///
+/// * the URI authority, the `Host` header (HTTP/1) and `:authority`
+///   (HTTP/2) are the service's (`api.internal`);
+/// * the TLS server name (SNI and certificate check) is the service's name
+///   (Envoy's `auto_sni`, Finagle's TLS hostname, a gRPC channel's
+///   authority);
+/// * each replica has its own pool: HTTP/1 keep-alive and HTTP/2
+///   multiplexing stay per replica, and so do its connections' load.
+///
+/// **Removal closes the pool.** A [`Replica`] owns its client; when the
+/// balancer drops the replica (removed from the set and its last in-flight
+/// request done), the client and its pool drop and hyper closes the
+/// connections. One caveat from [`Balance`](crate::Balance): a clone that
+/// sits idle keeps the endpoint set it last saw until its next call or its
+/// drop, and with it the removed replicas' clients.
+///
+/// Makers: [`HyperHttps`](crate::http::tls::HyperHttps) and
+/// [`ReqwestHttps`](crate::http::tls::ReqwestHttps) (feature `rustls`),
+/// `grpc::tls::TlsChannels` (features `grpc` + `rustls`), or any closure
+/// `Fn(&Target) -> Result<S, ConfigError>` (build a client on
+/// [`DialAddr`]).
+///
+/// ```
+/// use std::convert::Infallible;
+/// use tower::{Service, ServiceExt, service_fn};
+/// use tower_lb::http::{Replicas, Target};
+/// use tower_lb::pick;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // A stand-in client per replica: answers with its address and the URI.
+/// let make = |t: &Target<'_>| {
+///     let addr = t.addr;
+///     Ok(service_fn(move |req: http::Request<()>| async move {
+///         Ok::<_, Infallible>(http::Response::new(format!("{addr} {}", req.uri())))
+///     }))
+/// };
+/// let replicas = Replicas::new("http://api.internal", make)?;
+/// let mut lb = replicas
+///     .balance(["10.0.3.7:8080".parse()?, "10.0.3.8:8080".parse()?])?
+///     .picker(pick::RoundRobin::new())
+///     .build()?;
+/// let req = http::Request::get("/users?id=7").body(())?;
+/// let res = lb.ready().await?.call(req).await?;
+/// assert_eq!(res.into_body(), "10.0.3.7:8080 http://api.internal/users?id=7");
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Replicas<M> {
     service: Origin,
