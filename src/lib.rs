@@ -49,6 +49,7 @@
 //!
 //! [tower]: https://docs.rs/tower
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -59,6 +60,8 @@ pub mod classify;
 pub mod discover;
 pub mod endpoint;
 mod error;
+#[cfg(feature = "grpc")]
+pub mod grpc;
 pub mod health;
 #[cfg(feature = "http")]
 pub mod http;

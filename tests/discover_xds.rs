@@ -89,9 +89,10 @@ async fn the_balancer_follows_the_assignment_and_acks_or_nacks() {
         .cluster("backend")
         .node_id("test-node")
         .node_metadata("NAMESPACE", "shop")
-        .reconnect_backoff(
-            Backoff::new(Duration::from_millis(50), Duration::from_millis(200)).unwrap(),
-        )
+        .reconnect_backoff(Backoff::new(
+            Duration::from_millis(50),
+            Duration::from_millis(200),
+        ))
         .build()
         .unwrap();
     let stats = xds.stats();

@@ -21,9 +21,31 @@ use tracing::{Event, Metadata, Subscriber};
 
 type Svc = BoxCloneSyncService<(), &'static str, &'static str>;
 
-/// Captures the fields of every event on target `tower_lb`.
+/// Captures the fields of every event on target `tower_lb` emitted on the
+/// thread that installed it. One process-wide subscriber routes events to
+/// their thread's capture: scoped subscribers race on tracing's interest
+/// cache when tests of one binary run in parallel.
 #[derive(Clone, Default)]
 struct Capture(Arc<Mutex<Vec<BTreeMap<String, String>>>>);
+
+thread_local! {
+    static CURRENT: std::cell::RefCell<Option<Capture>> = const { std::cell::RefCell::new(None) };
+}
+
+#[derive(Clone, Copy)]
+struct Router;
+
+impl Capture {
+    fn install() -> Capture {
+        static GLOBAL: std::sync::Once = std::sync::Once::new();
+        GLOBAL.call_once(|| {
+            let _ = tracing::subscriber::set_global_default(Router);
+        });
+        let capture = Capture::default();
+        CURRENT.with(|c| *c.borrow_mut() = Some(capture.clone()));
+        capture
+    }
+}
 
 struct Fields<'a>(&'a mut BTreeMap<String, String>);
 
@@ -37,7 +59,7 @@ impl Visit for Fields<'_> {
     }
 }
 
-impl Subscriber for Capture {
+impl Subscriber for Router {
     fn enabled(&self, metadata: &Metadata<'_>) -> bool {
         metadata.target() == "tower_lb"
     }
@@ -50,7 +72,11 @@ impl Subscriber for Capture {
         let mut fields = BTreeMap::new();
         fields.insert("level".to_string(), event.metadata().level().to_string());
         event.record(&mut Fields(&mut fields));
-        self.0.lock().unwrap().push(fields);
+        CURRENT.with(|c| {
+            if let Some(capture) = &*c.borrow() {
+                capture.0.lock().unwrap().push(fields);
+            }
+        });
     }
     fn enter(&self, _: &Id) {}
     fn exit(&self, _: &Id) {}
@@ -68,8 +94,7 @@ fn switchable(name: &'static str, bad: Arc<AtomicBool>) -> Svc {
 
 #[tokio::test(start_paused = true)]
 async fn every_change_is_one_tracing_event_and_one_hook_call() {
-    let capture = Capture::default();
-    let _guard = tracing::subscriber::set_default(capture.clone());
+    let capture = Capture::install();
     let hooked = Arc::new(Mutex::new(Vec::<HealthEvent>::new()));
     let sink = hooked.clone();
     let bad = Arc::new(AtomicBool::new(true));

@@ -208,7 +208,21 @@ pub(crate) fn log(event: &HealthEvent) {
         event.change.to(),
         event.change.reason(),
     );
-    if event.change.is_worse() {
+    if let HealthChange::DiscoveryError { source, error } = &event.change {
+        // A discovery error also carries its source and error text as
+        // fields of their own.
+        tracing::warn!(
+            target: "tower_lb",
+            balancer = %event.balancer,
+            endpoint,
+            from,
+            to,
+            reason = %reason,
+            source = source.as_str(),
+            error = %error,
+            "discovery failed; keeping the last good endpoint set"
+        );
+    } else if event.change.is_worse() {
         tracing::warn!(
             target: "tower_lb",
             balancer = %event.balancer,

@@ -81,6 +81,9 @@ fn known_kind(err: &(dyn StdError + 'static)) -> Option<FailureKind> {
     if let Some(e) = err.downcast_ref::<::hyper_util::client::legacy::Error>() {
         return Some(e.failure_kind());
     }
+    if let Some(e) = err.downcast_ref::<super::ReplicaError>() {
+        return Some(e.failure_kind());
+    }
     #[cfg(feature = "reqwest")]
     if let Some(e) = err.downcast_ref::<::reqwest::Error>() {
         return Some(e.failure_kind());

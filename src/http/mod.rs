@@ -22,6 +22,12 @@
 //!   `X-Forwarded-For` or the connection, for hash pickers.
 //! * **Discovery.** [`crate::discover`] keeps the endpoint set in step with
 //!   DNS (feature `dns`), Kubernetes (`kube`) or an xDS control plane (`xds`).
+//! * **Named services on addressed replicas.** [`Replicas`] keeps the
+//!   service's name (`https://api.internal`) and the replicas' addresses
+//!   apart: each replica gets its own client (its own connection pool) that
+//!   dials its address, while the URI, `Host`, `:authority` and the TLS
+//!   server name stay the service's. With feature `rustls`, [`tls`] makes
+//!   those clients for hyper-util ([`https`]) and reqwest.
 //!
 //! ```no_run
 //! use http_body_util::Empty;
@@ -50,6 +56,8 @@
 //! | `http` (default) | this module; hyper-util error classification | hyper-util (client-legacy, http1), httpdate |
 //! | `reqwest` | `SetOrigin` and `Classifier` for `reqwest::Request`/`Response` | reqwest 0.13 without default features (no TLS: enable reqwest's own TLS feature in your crate for `https`) |
 //! | `dns` | [`dns`]: endpoints from periodic resolution | tokio `net` |
+//! | `rustls` | [`tls`]: HTTPS replicas verified for the service's name | rustls 0.23 (*ring*), hyper-rustls 0.27, http-body, hyper-util `http2`; with `reqwest`, reqwest's `rustls` (which brings aws-lc-rs) and `http2`; with `grpc`, tonic's `tls-ring` |
+//! | `grpc` | `grpc::tls`: tonic channels per replica (with `rustls`) | tonic 0.14 (`channel`) |
 
 mod classify;
 mod client_ip;
@@ -58,19 +66,30 @@ mod client_ip;
 #[cfg(feature = "dns")]
 pub use crate::discover::dns;
 mod hyper;
+mod named;
 mod origin;
 mod probe;
 #[cfg(feature = "reqwest")]
 mod reqwest;
 mod set_origin;
+#[cfg(feature = "rustls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "rustls")))]
+pub mod tls;
 
 use std::collections::HashSet;
 
 pub use classify::{Classifier, ClassifyError, ClientErrors};
 pub use client_ip::{ClientIp, ConnectInfo, client_ip};
+#[cfg(all(feature = "grpc", feature = "rustls"))]
+pub(crate) use named::server_name;
+pub use named::{
+    DialAddr, MakeClient, Replica, ReplicaError, ReplicaFuture, Replicas, ReplicasBuilder, Target,
+};
 pub use origin::Origin;
 pub use probe::HttpProbe;
 pub use set_origin::{HostHeader, OriginRequest, SetOrigin};
+#[cfg(feature = "rustls")]
+pub use tls::https;
 
 use crate::ConfigError;
 use crate::balance::{BalanceLayer, Builder, FromKeys, MakeEndpoint};

@@ -154,7 +154,8 @@ impl XdsBuilder {
     ///
     /// A [`ConfigError`] naming `xds.server` (not an `http://` or
     /// `https://` URI), `xds.clusters` (none, or an empty name),
-    /// `xds.node_id` (empty) or `xds.connect_timeout` (zero).
+    /// `xds.node_id` (empty), `xds.connect_timeout` (zero or over a year)
+    /// or `xds.reconnect_backoff` (see [`Backoff::validate`]).
     pub fn build(mut self) -> Result<Xds, ConfigError> {
         let endpoint = Endpoint::from_shared(self.server.clone())
             .ok()
@@ -172,7 +173,10 @@ impl XdsBuilder {
         if self.node.id.is_empty() {
             return Err(ConfigError::new("xds.node_id", "", "a non-empty node id"));
         }
-        let timeout = crate::error::check_nonzero("xds.connect_timeout", self.connect_timeout)?;
+        let timeout = crate::error::check_positive("xds.connect_timeout", self.connect_timeout)?;
+        self.backoff
+            .validate()
+            .map_err(|e| ConfigError::new("xds.reconnect_backoff", e.value(), e.allowed()))?;
         if !self.metadata.is_empty() {
             let fields = std::mem::take(&mut self.metadata)
                 .into_iter()
@@ -225,8 +229,7 @@ impl Xds {
             },
             metadata: BTreeMap::new(),
             // Both within Backoff's range, so this cannot fail.
-            backoff: Backoff::new(DEFAULT_RECONNECT_BASE, DEFAULT_RECONNECT_CAP)
-                .unwrap_or_default(),
+            backoff: Backoff::new(DEFAULT_RECONNECT_BASE, DEFAULT_RECONNECT_CAP),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
         }
     }
