@@ -29,7 +29,7 @@ use tokio::net::TcpListener;
 use tower::util::BoxCloneSyncService;
 use tower::{Layer, ServiceExt};
 use tower_lb::breaker::CircuitBreakerConfig;
-use tower_lb::classify::HttpClassify;
+use tower_lb::http::Classifier;
 use tower_lb::metrics::Metrics;
 use tower_lb::metrics::prometheus::Exporter;
 use tower_lb::retry::RetryLayer;
@@ -74,7 +74,7 @@ async fn replica(name: &'static str, failing: bool) -> std::io::Result<SocketAdd
 /// Builds the gateway's router over `origins`.
 fn app(origins: &[String], exporter: Exporter) -> Result<Router, BoxError> {
     let retry = RetryLayer::builder()
-        .classify(HttpClassify::new())
+        .classify(Classifier::new())
         .per_try_timeout(Duration::from_secs(2))
         .build()?;
     let breaker = CircuitBreakerConfig::builder()

@@ -13,7 +13,7 @@
 //! * [`endpoint`] — the one per-endpoint model of load and latency every part
 //!   reads: in-flight count, peak-EWMA latency with spread and decay, failure
 //!   ratio, learned parallelism, slow start, health.
-//! * [`classify`] — what counts as a failure ([`classify::HttpClassify`] for
+//! * [`classify`] — what counts as a failure (`http::Classifier` for
 //!   HTTP: 5xx, 429, `Retry-After`, slow calls).
 //! * [`retry`] — a retry layer with an exact budget, backoff with full jitter,
 //!   per-try timeouts, deadlines and hedging, which never retries on an

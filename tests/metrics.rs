@@ -18,7 +18,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 use tower::{Layer, Service, ServiceExt};
 use tower_lb::breaker::CircuitBreakerConfig;
-use tower_lb::classify::HttpClassify;
+use tower_lb::http::Classifier;
 use tower_lb::metrics::Metrics;
 use tower_lb::metrics::prometheus::Exporter;
 use tower_lb::outlier::{Consecutive, OutlierDetection};
@@ -218,7 +218,7 @@ async fn failing_backend_run(n: usize) -> (String, String, String) {
     let exporter = Exporter::new().unwrap();
     let (breaker, outlier) = resilient_parts();
     let retry = RetryLayer::builder()
-        .classify(HttpClassify::new())
+        .classify(Classifier::new())
         .build()
         .unwrap();
     let metrics = Metrics::new(&exporter.meter(), "users").retries(&retry);

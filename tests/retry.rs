@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt, service_fn};
-use tower_lb::classify::HttpClassify;
+use tower_lb::http::Classifier;
 use tower_lb::retry::{self, Backoff, Budget, Hedge, RetryLayer};
 use tower_lb::{Balance, pick};
 
@@ -336,7 +336,7 @@ async fn non_idempotent_methods_are_not_retried_unless_opted_in() {
             .endpoint("b", http_replica(log.clone(), 503, None, usize::MAX))
             .build()
             .unwrap();
-        let builder = RetryLayer::builder().classify(HttpClassify::new());
+        let builder = RetryLayer::builder().classify(Classifier::new());
         let builder = if opt_in {
             builder.retry_non_idempotent()
         } else {
@@ -431,7 +431,7 @@ async fn elapsed_with_retry_after(retry_after: String, max: Option<Duration>) ->
         .endpoint("b", http_replica(log.clone(), 503, Some(retry_after), 1))
         .build()
         .unwrap();
-    let mut builder = RetryLayer::builder().classify(HttpClassify::new());
+    let mut builder = RetryLayer::builder().classify(Classifier::new());
     if let Some(max) = max {
         builder = builder.max_retry_after(max);
     }
@@ -847,14 +847,14 @@ fn every_config_error_names_its_field() {
         "budget.ratio"
     );
     assert_eq!(
-        HttpClassify::new()
+        Classifier::new()
             .slow_threshold(Duration::ZERO)
             .unwrap_err()
             .field(),
         "slow_threshold"
     );
     assert_eq!(
-        HttpClassify::new()
+        Classifier::new()
             .max_retry_after(Duration::from_secs(3601))
             .unwrap_err()
             .field(),

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use tower::Layer;
 use tower_lb::Balance;
 use tower_lb::breaker::State as BreakerState;
-use tower_lb::classify::HttpClassify;
+use tower_lb::http::Classifier;
 use tower_lb::metrics::Metrics;
 use tower_lb::metrics::prometheus::Exporter;
 use tower_lb::outlier::EjectionReason;
@@ -240,7 +240,7 @@ where
     for c in 0..clients {
         let mut b = Balance::builder()
             .picker(make(&backends))
-            .classify(HttpClassify::new())
+            .classify(Classifier::new())
             .seed(sub_seed(ctx.seed, 2000 + u64::from(c)));
         if let Some(spec) = &res.breaker {
             b = b.circuit_breaker(
@@ -345,9 +345,9 @@ where
 
 fn retry_layer(
     spec: &RetrySpec,
-) -> Result<RetryLayer<tower_lb::retry::Replayable, HttpClassify>, tower_lb::ConfigError> {
+) -> Result<RetryLayer<tower_lb::retry::Replayable, Classifier>, tower_lb::ConfigError> {
     let mut b = RetryLayer::builder()
-        .classify(HttpClassify::new())
+        .classify(Classifier::new())
         .max_attempts(spec.max_attempts);
     if let Some(t) = spec.per_try_timeout {
         b = b.per_try_timeout(t.0);

@@ -37,6 +37,9 @@ impl std::fmt::Display for EndpointError {
 
 impl std::error::Error for EndpointError {}
 
+/// The lab's errors say nothing more than "failed" to the HTTP classifier.
+impl tower_lb::http::ClassifyError for EndpointError {}
+
 /// Where an endpoint's requests go.
 // It lives behind `Endpoint`'s `Arc`; a hyper-util client with HTTP/2 on
 // (features `rustls`, `--all-features`) is just larger than the `Arc`.

@@ -168,6 +168,13 @@ impl<K, S, P: Picker, C> Balance<K, S, P, C> {
     pub fn name(&self) -> &str {
         &self.shared.health.events.balancer
     }
+
+    /// Calls refused so far for `reason` (no endpoints, all capped, all
+    /// unavailable by their main reason, panic): the counts behind the
+    /// `lb.refusals` metric.
+    pub fn refusals(&self, reason: crate::Refusal) -> u64 {
+        self.shared.health.refusals(reason)
+    }
 }
 
 /// State shared by every clone of one balancer and its handles.

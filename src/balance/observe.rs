@@ -27,6 +27,7 @@ pub(crate) trait Observe: Send + Sync + 'static {
 }
 
 /// What an observer is made from when the balancer is built.
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
 pub(crate) struct Built<'a> {
     /// The picker's name.
     pub(crate) algorithm: &'static str,

@@ -8,12 +8,11 @@
 
 use std::time::Duration;
 
-mod http;
-
-pub use http::{
-    AnyErrorIsError, ErrorKind, HttpClassify, MAX_RETRY_AFTER, StdErrorKind, error_kind,
-    parse_retry_after,
-};
+/// The longest `Retry-After` hint taken from a response: 30 s. A server may
+/// ask for hours; a client-side balancer that obeyed would park requests far
+/// beyond any caller's deadline, so longer hints are cut to this (Envoy caps
+/// its rate-limited back-off similarly, at 300 s; RPC paths want far less).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 
 /// What a completed call says about the endpoint that served it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,4 +102,49 @@ where
     fn classify(&self, result: Result<&Res, &E>, latency: Duration) -> Outcome {
         self(result, latency)
     }
+}
+
+/// Walks `error` and its `source()` chain: the first `std::io::Error` of a
+/// connection kind (`ConnectionRefused`, `ConnectionReset`,
+/// `ConnectionAborted`, `NotConnected`, `AddrNotAvailable`) gives
+/// [`FailureKind::Connect`]; an `io::Error` of kind `TimedOut` or a
+/// `tokio::time::error::Elapsed` gives [`FailureKind::Timeout`]; anything
+/// else is [`FailureKind::Error`]. Cost: one downcast per link of the chain.
+pub fn error_kind(error: &(dyn std::error::Error + 'static)) -> FailureKind {
+    use std::io::ErrorKind as Io;
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if is_elapsed(e) {
+            return FailureKind::Timeout;
+        }
+        let io = e.downcast_ref::<std::io::Error>();
+        if let Some(io) = io {
+            match io.kind() {
+                Io::TimedOut => return FailureKind::Timeout,
+                Io::ConnectionRefused
+                | Io::ConnectionReset
+                | Io::ConnectionAborted
+                | Io::NotConnected
+                | Io::AddrNotAvailable
+                | Io::HostUnreachable
+                | Io::NetworkUnreachable => return FailureKind::Connect,
+                _ => {}
+            }
+        }
+        // `io::Error::source` skips the error it wraps; look at that too.
+        let wrapped = io
+            .and_then(|io| io.get_ref())
+            .map(|inner| inner as &(dyn std::error::Error + 'static));
+        next = wrapped.or_else(|| e.source());
+    }
+    FailureKind::Error
+}
+
+/// A timer's "deadline elapsed" error: tokio's, or tower's `timeout` layer's.
+fn is_elapsed(e: &(dyn std::error::Error + 'static)) -> bool {
+    #[cfg(feature = "http")]
+    if e.is::<tower::timeout::error::Elapsed>() {
+        return true;
+    }
+    e.is::<tokio::time::error::Elapsed>()
 }

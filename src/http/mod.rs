@@ -60,12 +60,12 @@
 //! | `grpc` | `grpc::tls`: tonic channels per replica (with `rustls`) | tonic 0.14 (`channel`) |
 
 mod classify;
-mod client_ip;
 /// DNS discovery, now [`crate::discover::dns`]; re-exported here so
 /// `tower_lb::http::dns` keeps working.
 #[cfg(feature = "dns")]
 pub use crate::discover::dns;
 mod hyper;
+mod key;
 mod named;
 mod origin;
 mod probe;
@@ -78,8 +78,8 @@ pub mod tls;
 
 use std::collections::HashSet;
 
-pub use classify::{Classifier, ClassifyError, ClientErrors};
-pub use client_ip::{ClientIp, ConnectInfo, client_ip};
+pub use classify::{Classifier, ClassifyError, ClientErrors, ErrorHook, parse_retry_after};
+pub use key::{ClientIp, ConnectInfo, ForwardedFor, Header, Hop, Path, client_ip, first_hop};
 #[cfg(all(feature = "grpc", feature = "rustls"))]
 pub(crate) use named::server_name;
 pub use named::{

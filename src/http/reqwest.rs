@@ -25,10 +25,10 @@ use std::time::Duration;
 
 use ::http::HeaderValue;
 
-use super::classify::ClassifyError;
+use super::classify::{Classifier, ClassifyError, ErrorHook};
 use super::set_origin::apply_host;
 use super::{HostHeader, Origin, OriginRequest};
-use crate::classify::{Classify, ErrorKind, FailureKind, HttpClassify, Outcome, error_kind};
+use crate::classify::{Classify, FailureKind, Outcome, error_kind};
 
 impl OriginRequest for ::reqwest::Request {
     fn set_origin(&mut self, origin: &Origin, host: HostHeader) {
@@ -65,7 +65,7 @@ impl ClassifyError for ::reqwest::Error {
     }
 }
 
-impl<E, F: ErrorKind<E>> Classify<::reqwest::Response, E> for HttpClassify<F> {
+impl<E, H: ErrorHook<E>> Classify<::reqwest::Response, E> for Classifier<H> {
     fn classify(&self, result: Result<&::reqwest::Response, &E>, latency: Duration) -> Outcome {
         match result {
             Ok(res) => self.response(res.status(), res.headers(), latency),

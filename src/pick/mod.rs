@@ -51,7 +51,9 @@ mod weighted_round_robin;
 use std::sync::Arc;
 
 pub use hash::{KeyHash, Maglev, RingHash};
-pub use key::{ForwardedFor, Header, KeyFn, Path, RequestKey, key_fn};
+#[cfg(feature = "http")]
+pub use key::{ClientIp, ForwardedFor, Header, Path};
+pub use key::{KeyFn, RequestKey, key_fn};
 pub use least_in_flight::LeastInFlight;
 pub use least_response_time::LeastResponseTime;
 pub use p2c_least_in_flight::P2cLeastInFlight;

@@ -31,7 +31,7 @@
 //!
 //! The layer classifies results with its own classifier (set with
 //! [`Builder::classify`]); give it the one the `Balance` uses, e.g.
-//! [`HttpClassify`](crate::classify::HttpClassify) for HTTP, so that what
+//! `http::Classifier` for HTTP, so that what
 //! counts against an endpoint is also what gets retried.
 //!
 //! Timers use tokio (`tokio::time`), so retries, timeouts and hedging need a
@@ -92,6 +92,8 @@ pub use hedge::{
     DEFAULT_HEDGE_PERCENTILE, HEDGE_WINDOW, Hedge,
 };
 pub use layer::{Builder, DEFAULT_MAX_ATTEMPTS, MAX_ATTEMPTS, RetryLayer};
-pub use policy::{CloneRequest, Replay, ReplayRequest, Replayable, is_idempotent};
+#[cfg(feature = "http")]
+pub use policy::is_idempotent;
+pub use policy::{CloneRequest, Replay, ReplayRequest, Replayable};
 pub use service::Retry;
 pub use stats::RetryStats;

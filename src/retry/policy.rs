@@ -1,9 +1,11 @@
 //! Which requests may be sent again, and how to copy them.
 
+#[cfg(feature = "http")]
 use http::Method;
 
 /// True for the HTTP methods RFC 9110 calls idempotent: GET, HEAD, OPTIONS,
 /// TRACE, PUT, DELETE. Only these are retried by default.
+#[cfg(feature = "http")]
 pub fn is_idempotent(method: &Method) -> bool {
     matches!(
         *method,
@@ -33,6 +35,7 @@ pub trait ReplayRequest: Sized {
     }
 }
 
+#[cfg(feature = "http")]
 impl<B: Clone> ReplayRequest for http::Request<B> {
     /// Clones method, URI, version, headers, extensions and body.
     fn try_clone(&self) -> Option<Self> {
@@ -106,7 +109,7 @@ where
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "http"))]
 mod tests {
     use super::*;
 

@@ -1,47 +1,60 @@
-//! [`Classifier`]: what an HTTP exchange says about the endpoint.
+//! Client errors: which [`FailureKind`] an HTTP client's error is.
 
 use std::convert::Infallible;
 use std::error::Error as StdError;
 use std::io;
 
-use crate::classify::{ErrorKind, FailureKind, HttpClassify, error_kind};
+use crate::classify::{FailureKind, error_kind};
 
-/// The HTTP classifier for [`Balance`](crate::Balance) and the retry layer,
-/// with client errors told apart through [`ClassifyError`]:
-///
-/// | result | outcome |
-/// |---|---|
-/// | 502, 503, 504 | `Failure(Gateway { retry_after })` |
-/// | 429 | `Failure(Overloaded { retry_after })` |
-/// | other 5xx | `Failure(Error)` |
-/// | 1xx–4xx other than 429 | `Success` (a 4xx is the caller's mistake, not the endpoint's) |
-/// | connection refused, reset, unreachable; hyper-util or reqwest connect errors | `Failure(Connect)` |
-/// | timeouts (I/O, tokio's and tower's `Elapsed`, reqwest's) | `Failure(Timeout)` |
-/// | any other error | `Failure(Error)` |
-///
-/// It is [`HttpClassify`] (which reads `Retry-After` in both forms, caps it,
-/// and can mark slow calls) with the [`ClientErrors`] hook; build one with
-/// `Classifier::default()`.
-pub type Classifier = HttpClassify<ClientErrors>;
+/// Turns an inner service's error into a [`FailureKind`], for
+/// [`Classifier::on_error`](super::Classifier::on_error). Implemented for
+/// [`ClientErrors`] and for closures `Fn(&E) -> FailureKind`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot tell what kind of failure a `{E}` is",
+    note = "implement `tower_lb::http::ClassifyError` for `{E}`, or give the classifier a hook: `Classifier::new().on_error(|e: &{E}| FailureKind::Error)`"
+)]
+pub trait ErrorHook<E>: Clone + Send + Sync + 'static {
+    /// The kind of failure `error` stands for.
+    fn kind(&self, error: &E) -> FailureKind;
+}
 
-/// The error hook of [`Classifier`]: asks the error's [`ClassifyError`] impl.
+impl<E, F> ErrorHook<E> for F
+where
+    F: Fn(&E) -> FailureKind + Clone + Send + Sync + 'static,
+{
+    fn kind(&self, error: &E) -> FailureKind {
+        self(error)
+    }
+}
+
+/// The default error hook of [`Classifier`](super::Classifier): asks the
+/// error's [`ClassifyError`] impl.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClientErrors;
 
-impl<E: ClassifyError> ErrorKind<E> for ClientErrors {
+impl<E: ClassifyError> ErrorHook<E> for ClientErrors {
     fn kind(&self, error: &E) -> FailureKind {
         error.failure_kind()
     }
 }
 
-/// The kind of failure an HTTP client's error is, for [`Classifier`].
+/// The kind of failure an HTTP client's error is, for
+/// [`Classifier`](super::Classifier).
 ///
 /// Implemented for hyper-util's and reqwest's errors, `io::Error`,
-/// `Box<dyn Error + Send + Sync>` and `Infallible`.
+/// `Box<dyn Error + Send + Sync>`, `Infallible`, this crate's balancer and
+/// replica errors; implement it for your own client's error type.
+#[diagnostic::on_unimplemented(
+    message = "the HTTP classifier cannot tell what kind of failure a `{Self}` is",
+    note = "implement `tower_lb::http::ClassifyError` for `{Self}` (one method), or use `Classifier::new().on_error(|e: &{Self}| ...)`"
+)]
 pub trait ClassifyError {
     /// `Connect` for errors that never reached the endpoint's application,
-    /// `Timeout` for timeouts, `Error` otherwise.
-    fn failure_kind(&self) -> FailureKind;
+    /// `Timeout` for timeouts, `Error` otherwise (the default: an error the
+    /// classifier knows nothing more about).
+    fn failure_kind(&self) -> FailureKind {
+        FailureKind::Error
+    }
 }
 
 impl ClassifyError for Infallible {
@@ -81,7 +94,7 @@ fn known_kind(err: &(dyn StdError + 'static)) -> Option<FailureKind> {
     if let Some(e) = err.downcast_ref::<::hyper_util::client::legacy::Error>() {
         return Some(e.failure_kind());
     }
-    if let Some(e) = err.downcast_ref::<super::ReplicaError>() {
+    if let Some(e) = err.downcast_ref::<crate::http::ReplicaError>() {
         return Some(e.failure_kind());
     }
     #[cfg(feature = "reqwest")]
@@ -93,6 +106,7 @@ fn known_kind(err: &(dyn StdError + 'static)) -> Option<FailureKind> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::Classifier;
     use super::*;
     use crate::classify::{Classify, Outcome};
     use ::http::StatusCode;

@@ -1,20 +1,23 @@
-//! The HTTP classifier: status codes, `Retry-After`, slow calls.
+//! [`Classifier`]: what an HTTP exchange says about the endpoint — status
+//! codes, `Retry-After`, slow calls, and client errors.
+
+mod errors;
+mod retry_after;
 
 use std::time::{Duration, SystemTime};
 
 use http::header::RETRY_AFTER;
-use http::{HeaderMap, HeaderValue, Response, StatusCode};
+use http::{HeaderMap, Response, StatusCode};
 
-use super::{Classify, FailureKind, Outcome};
+pub use errors::{ClassifyError, ClientErrors, ErrorHook};
+pub use retry_after::parse_retry_after;
+
+use crate::classify::{Classify, FailureKind, MAX_RETRY_AFTER, Outcome};
 use crate::error::{ConfigError, check_nonzero};
 
-/// The longest `Retry-After` hint taken from a response: 30 s. A server may
-/// ask for hours; a client-side balancer that obeyed would park requests far
-/// beyond any caller's deadline, so longer hints are cut to this (Envoy caps
-/// its rate-limited back-off similarly, at 300 s; RPC paths want far less).
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
-
-/// Classifies `http::Response<B>` results.
+/// The HTTP classifier for [`Balance`](crate::Balance) and the retry layer:
+/// classifies `http::Response<B>` results (and `reqwest::Response`, with
+/// that feature).
 ///
 /// | result | outcome |
 /// |---|---|
@@ -23,28 +26,34 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 /// | other 5xx | `Failure(Error)` |
 /// | 1xx–3xx, 4xx other than 429 | `Success` (a client's mistake says nothing bad about the endpoint) |
 /// | a success slower than [`slow_threshold`](Self::slow_threshold) | `Failure(Slow)` |
-/// | `Err(e)` | `Failure(kind)`, `kind` from the error hook (default: [`FailureKind::Error`]) |
+/// | connection refused, reset, unreachable; hyper-util or reqwest connect errors | `Failure(Connect)` |
+/// | timeouts (I/O, tokio's and tower's `Elapsed`, reqwest's) | `Failure(Timeout)` |
+/// | any other error | `Failure(Error)` |
 ///
 /// `Retry-After` is read as delta-seconds or an HTTP-date (see
 /// [`parse_retry_after`]) and capped at [`max_retry_after`](Self::max_retry_after)
 /// (default [`MAX_RETRY_AFTER`]).
 ///
-/// Errors carry no status, so by default every `Err` is `Failure(Error)`. To
-/// tell connect errors and timeouts apart, install a hook with
-/// [`on_error`](Self::on_error): a closure `Fn(&E) -> FailureKind`, or
-/// [`StdErrorKind`], which walks a `std::error::Error` source chain with
-/// [`error_kind`] (an `io::Error` of kind `ConnectionRefused` is `Connect`,
-/// `TimedOut` or a tokio `Elapsed` is `Timeout`). hyper-util's legacy client
-/// error answers `is_connect()`; a closure over it maps those to `Connect`.
+/// Errors are told apart by the error hook `H`: by default
+/// [`ClientErrors`], which asks the error's [`ClassifyError`] impl
+/// (hyper-util's and reqwest's errors, `io::Error`, boxed errors, this
+/// crate's own). For an error type of yours, implement [`ClassifyError`]
+/// for it, or give [`on_error`](Self::on_error) a closure
+/// `Fn(&E) -> FailureKind` (for instance over
+/// [`error_kind`](crate::classify::error_kind), which walks a source chain).
+///
+/// Give the same classifier to the balancer and the retry layer above it,
+/// so that what counts against an endpoint is also what gets retried.
 ///
 /// Cost: a status-code match, plus a header lookup on 429/502/503/504 only.
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_lb::classify::{Classify, FailureKind, HttpClassify, Outcome};
+/// use tower_lb::classify::{Classify, FailureKind, Outcome};
+/// use tower_lb::http::Classifier;
 ///
 /// # fn main() -> Result<(), tower_lb::ConfigError> {
-/// let c = HttpClassify::new().slow_threshold(Duration::from_secs(1))?;
+/// let c = Classifier::new().slow_threshold(Duration::from_secs(1))?;
 /// let res = http::Response::builder().status(503).header("retry-after", "2").body(()).unwrap();
 /// let outcome = Classify::<_, std::io::Error>::classify(&c, Ok(&res), Duration::from_millis(5));
 /// assert_eq!(
@@ -54,31 +63,31 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, Copy)]
-pub struct HttpClassify<F = AnyErrorIsError> {
+pub struct Classifier<H = ClientErrors> {
     slow: Option<Duration>,
     max_retry_after: Duration,
-    on_error: F,
+    on_error: H,
 }
 
-impl HttpClassify {
-    /// Status-code classification, no slow threshold, every `Err` a plain
-    /// [`FailureKind::Error`].
+impl Classifier {
+    /// Status-code classification, no slow threshold, client errors told
+    /// apart by [`ClientErrors`].
     pub fn new() -> Self {
         Self {
             slow: None,
             max_retry_after: MAX_RETRY_AFTER,
-            on_error: AnyErrorIsError,
+            on_error: ClientErrors,
         }
     }
 }
 
-impl<F: Default> Default for HttpClassify<F> {
+impl Default for Classifier {
     fn default() -> Self {
-        HttpClassify::new().on_error(F::default())
+        Classifier::new()
     }
 }
 
-impl<F> HttpClassify<F> {
+impl<H> Classifier<H> {
     /// Calls that would be successes but take longer than `threshold` are
     /// `Failure(Slow)`.
     ///
@@ -106,9 +115,10 @@ impl<F> HttpClassify<F> {
         Ok(self)
     }
 
-    /// Replaces the hook that turns an `Err` into a [`FailureKind`].
-    pub fn on_error<G>(self, on_error: G) -> HttpClassify<G> {
-        HttpClassify {
+    /// Replaces the hook that turns an `Err` into a [`FailureKind`]: an
+    /// [`ErrorHook`], such as a closure `Fn(&E) -> FailureKind`.
+    pub fn on_error<G>(self, on_error: G) -> Classifier<G> {
+        Classifier {
             slow: self.slow,
             max_retry_after: self.max_retry_after,
             on_error,
@@ -116,105 +126,7 @@ impl<F> HttpClassify<F> {
     }
 }
 
-/// Turns an inner service's error into a [`FailureKind`], for
-/// [`HttpClassify::on_error`]. Implemented for closures `Fn(&E) -> FailureKind`.
-pub trait ErrorKind<E>: Clone + Send + Sync + 'static {
-    /// The kind of failure `error` stands for.
-    fn kind(&self, error: &E) -> FailureKind;
-}
-
-/// The default error hook: every error is [`FailureKind::Error`].
-#[derive(Debug, Clone, Copy, Default)]
-pub struct AnyErrorIsError;
-
-impl<E> ErrorKind<E> for AnyErrorIsError {
-    fn kind(&self, _: &E) -> FailureKind {
-        FailureKind::Error
-    }
-}
-
-/// An error hook for any `std::error::Error`: see [`error_kind`].
-#[derive(Debug, Clone, Copy, Default)]
-pub struct StdErrorKind;
-
-impl<E: std::error::Error + 'static> ErrorKind<E> for StdErrorKind {
-    fn kind(&self, error: &E) -> FailureKind {
-        error_kind(error)
-    }
-}
-
-impl<E, F> ErrorKind<E> for F
-where
-    F: Fn(&E) -> FailureKind + Clone + Send + Sync + 'static,
-{
-    fn kind(&self, error: &E) -> FailureKind {
-        self(error)
-    }
-}
-
-/// Walks `error` and its `source()` chain: the first `std::io::Error` of a
-/// connection kind (`ConnectionRefused`, `ConnectionReset`,
-/// `ConnectionAborted`, `NotConnected`, `AddrNotAvailable`) gives
-/// [`FailureKind::Connect`]; an `io::Error` of kind `TimedOut` or a
-/// `tokio::time::error::Elapsed` gives [`FailureKind::Timeout`]; anything
-/// else is [`FailureKind::Error`]. Cost: one downcast per link of the chain.
-pub fn error_kind(error: &(dyn std::error::Error + 'static)) -> FailureKind {
-    use std::io::ErrorKind as Io;
-    let mut next = Some(error);
-    while let Some(e) = next {
-        if is_elapsed(e) {
-            return FailureKind::Timeout;
-        }
-        let io = e.downcast_ref::<std::io::Error>();
-        if let Some(io) = io {
-            match io.kind() {
-                Io::TimedOut => return FailureKind::Timeout,
-                Io::ConnectionRefused
-                | Io::ConnectionReset
-                | Io::ConnectionAborted
-                | Io::NotConnected
-                | Io::AddrNotAvailable
-                | Io::HostUnreachable
-                | Io::NetworkUnreachable => return FailureKind::Connect,
-                _ => {}
-            }
-        }
-        // `io::Error::source` skips the error it wraps; look at that too.
-        let wrapped = io
-            .and_then(|io| io.get_ref())
-            .map(|inner| inner as &(dyn std::error::Error + 'static));
-        next = wrapped.or_else(|| e.source());
-    }
-    FailureKind::Error
-}
-
-/// A timer's "deadline elapsed" error: tokio's, or tower's `timeout` layer's.
-fn is_elapsed(e: &(dyn std::error::Error + 'static)) -> bool {
-    #[cfg(feature = "http")]
-    if e.is::<tower::timeout::error::Elapsed>() {
-        return true;
-    }
-    e.is::<tokio::time::error::Elapsed>()
-}
-
-/// Parses a `Retry-After` value, relative to `now` for the HTTP-date form.
-///
-/// Accepts delta-seconds (`"120"`) and an HTTP-date
-/// (`"Wed, 21 Oct 2015 07:28:00 GMT"`, or the obsolete RFC 850 and asctime
-/// forms). A date in the past gives zero. The result is capped at `max`.
-/// Anything else (negative, fractional, garbage) gives `None`.
-pub fn parse_retry_after(value: &HeaderValue, now: SystemTime, max: Duration) -> Option<Duration> {
-    let s = value.to_str().ok()?.trim();
-    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
-        // Too many digits for a u64 is still "a very long time".
-        let secs = s.parse::<u64>().unwrap_or(u64::MAX);
-        return Some(Duration::from_secs(secs).min(max));
-    }
-    let at = httpdate::parse_http_date(s).ok()?;
-    Some(at.duration_since(now).unwrap_or(Duration::ZERO).min(max))
-}
-
-impl<F> HttpClassify<F> {
+impl<H> Classifier<H> {
     fn retry_after(&self, headers: &HeaderMap) -> Option<Duration> {
         let value = headers.get(RETRY_AFTER)?;
         parse_retry_after(value, SystemTime::now(), self.max_retry_after)
@@ -242,15 +154,15 @@ impl<F> HttpClassify<F> {
     /// The outcome of a client error, through the error hook.
     pub fn error<E>(&self, error: &E) -> Outcome
     where
-        F: ErrorKind<E>,
+        H: ErrorHook<E>,
     {
         Outcome::Failure(self.on_error.kind(error))
     }
 }
 
-impl<B, E, F> Classify<Response<B>, E> for HttpClassify<F>
+impl<B, E, H> Classify<Response<B>, E> for Classifier<H>
 where
-    F: ErrorKind<E>,
+    H: ErrorHook<E>,
 {
     fn classify(&self, result: Result<&Response<B>, &E>, latency: Duration) -> Outcome {
         match result {
@@ -263,6 +175,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::HeaderValue;
 
     fn res(status: u16, retry_after: Option<&str>) -> Response<()> {
         let mut r = Response::new(());
@@ -274,8 +187,8 @@ mod tests {
         r
     }
 
-    fn classify<F: ErrorKind<std::io::Error>>(
-        c: &HttpClassify<F>,
+    fn classify<F: ErrorHook<std::io::Error>>(
+        c: &Classifier<F>,
         r: &Response<()>,
         ms: u64,
     ) -> Outcome {
@@ -284,7 +197,7 @@ mod tests {
 
     #[test]
     fn status_codes() {
-        let c = HttpClassify::new();
+        let c = Classifier::new();
         for s in [502, 503, 504] {
             assert_eq!(
                 classify(&c, &res(s, None), 1),
@@ -310,7 +223,7 @@ mod tests {
 
     #[test]
     fn retry_after_seconds_and_cap() {
-        let c = HttpClassify::new();
+        let c = Classifier::new();
         assert_eq!(
             classify(&c, &res(429, Some("7")), 1),
             Outcome::Failure(FailureKind::Overloaded {
@@ -371,7 +284,7 @@ mod tests {
         );
         // A real response dated a minute ahead of the wall clock.
         let ahead = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(60));
-        let c = HttpClassify::new();
+        let c = Classifier::new();
         assert_eq!(
             classify(&c, &res(503, Some(&ahead)), 1),
             Outcome::Failure(FailureKind::Gateway {
@@ -382,7 +295,7 @@ mod tests {
 
     #[test]
     fn slow_threshold() {
-        let c = HttpClassify::new()
+        let c = Classifier::new()
             .slow_threshold(Duration::from_millis(100))
             .unwrap();
         assert_eq!(classify(&c, &res(200, None), 100), Outcome::Success);
@@ -403,11 +316,11 @@ mod tests {
 
     #[test]
     fn config_errors() {
-        let e = HttpClassify::new()
+        let e = Classifier::new()
             .slow_threshold(Duration::ZERO)
             .unwrap_err();
         assert_eq!(e.field(), "slow_threshold");
-        let e = HttpClassify::new()
+        let e = Classifier::new()
             .max_retry_after(Duration::from_secs(3601))
             .unwrap_err();
         assert_eq!(e.field(), "max_retry_after");
@@ -419,21 +332,16 @@ mod tests {
         let refused = io::Error::from(io::ErrorKind::ConnectionRefused);
         let timed_out = io::Error::from(io::ErrorKind::TimedOut);
         let other = io::Error::other("boom");
-        let c = HttpClassify::new();
-        assert_eq!(
-            Classify::<Response<()>, io::Error>::classify(&c, Err(&refused), Duration::ZERO),
-            Outcome::Failure(FailureKind::Error)
-        );
-        let std = c.on_error(StdErrorKind);
-        let with_std = |e: &io::Error| {
-            Classify::<Response<()>, io::Error>::classify(&std, Err(e), Duration::ZERO)
+        let c = Classifier::new();
+        let with = |e: &io::Error| {
+            Classify::<Response<()>, io::Error>::classify(&c, Err(e), Duration::ZERO)
         };
-        assert_eq!(with_std(&refused), Outcome::Failure(FailureKind::Connect));
-        assert_eq!(with_std(&timed_out), Outcome::Failure(FailureKind::Timeout));
-        assert_eq!(with_std(&other), Outcome::Failure(FailureKind::Error));
+        assert_eq!(with(&refused), Outcome::Failure(FailureKind::Connect));
+        assert_eq!(with(&timed_out), Outcome::Failure(FailureKind::Timeout));
+        assert_eq!(with(&other), Outcome::Failure(FailureKind::Error));
         // Through a wrapper's source chain.
         let wrapped = crate::Error::Inner(io::Error::from(io::ErrorKind::ConnectionReset));
-        assert_eq!(error_kind(&wrapped), FailureKind::Connect);
+        assert_eq!(crate::classify::error_kind(&wrapped), FailureKind::Connect);
         // A closure hook.
         let custom = c.on_error(|_: &io::Error| FailureKind::Timeout);
         assert_eq!(
