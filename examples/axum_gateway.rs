@@ -14,130 +14,108 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderName, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get};
+use axum::response::IntoResponse;
+use axum::routing::get;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Full};
-use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use tokio::net::TcpListener;
-use tower::util::BoxCloneSyncService;
-use tower::{Layer, ServiceExt};
+use tower::{Layer, ServiceExt, service_fn};
 use tower_lb::breaker::CircuitBreakerConfig;
 use tower_lb::http::Classifier;
-use tower_lb::metrics::Metrics;
-use tower_lb::metrics::prometheus::Exporter;
+use tower_lb::metrics::{Metrics, prometheus::Exporter};
 use tower_lb::retry::RetryLayer;
 
 type BoxError = Box<dyn Error + Send + Sync>;
 
-/// The upstream stack as one cloneable service (the box keeps the example's
-/// types readable; name the concrete `Retry<Balance<..>>` to avoid it).
-type Upstream = BoxCloneSyncService<http::Request<Full<Bytes>>, http::Response<Incoming>, BoxError>;
-
-/// Largest request body the gateway buffers (bodies are buffered so a
-/// retry can replay them).
+/// The largest request body the gateway buffers (so a retry can replay it).
 const MAX_BODY: usize = 1 << 20;
 
-#[derive(Clone)]
-struct Gateway {
-    upstream: Upstream,
+/// The gateway: `/api/*` through retry, breakers and the balancer to
+/// `origins` (the `/api` prefix stripped), and `/metrics`. An attempt may
+/// take `deadline / 2`, the whole request `deadline`.
+pub fn gateway(
+    origins: &[String],
     exporter: Exporter,
-}
-
-/// Starts an upstream replica answering `{name} {method} {path?query}`, or
-/// 503 if `failing`.
-async fn replica(name: &'static str, failing: bool) -> std::io::Result<SocketAddr> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let svc = service_fn(move |req: hyper::Request<Incoming>| async move {
-                let body = format!("{name} {} {}", req.method(), req.uri());
-                let mut res = hyper::Response::new(Full::new(Bytes::from(body)));
-                if failing {
-                    *res.status_mut() = hyper::StatusCode::SERVICE_UNAVAILABLE;
-                }
-                Ok::<_, Infallible>(res)
-            });
-            tokio::spawn(http1::Builder::new().serve_connection(TokioIo::new(tcp), svc));
-        }
-    });
-    Ok(addr)
-}
-
-/// Builds the gateway's router over `origins`.
-fn app(origins: &[String], exporter: Exporter) -> Result<Router, BoxError> {
+    deadline: Duration,
+) -> Result<Router, BoxError> {
     let retry = RetryLayer::builder()
         .classify(Classifier::new())
-        .per_try_timeout(Duration::from_secs(2))
+        .per_try_timeout(deadline / 2)
+        .deadline(deadline)
         .build()?;
     let breaker = CircuitBreakerConfig::builder()
         .consecutive_failures(3)
-        .open_wait(Duration::from_secs(10))
         .build()?;
     let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
     let lb = tower_lb::http::balance(client, origins)?
         .circuit_breaker(breaker)
         .metrics(Metrics::new(&exporter.meter(), "upstream").retries(&retry))
         .build()?;
-    let upstream = BoxCloneSyncService::new(retry.layer(lb).map_err(BoxError::from));
-    let state = Gateway { upstream, exporter };
+    let upstream = retry.layer(lb);
+    let api = service_fn(move |req: Request| {
+        let upstream = upstream.clone();
+        async move {
+            let (parts, body) = req.into_parts();
+            let Ok(body) = axum::body::to_bytes(body, MAX_BODY).await else {
+                return Ok::<_, Infallible>(StatusCode::PAYLOAD_TOO_LARGE.into_response());
+            };
+            let mut up = http::Request::new(Full::new(body));
+            (*up.method_mut(), *up.uri_mut()) = (parts.method, parts.uri);
+            for (name, value) in &parts.headers {
+                if !hop_by_hop(name) {
+                    up.headers_mut().append(name.clone(), value.clone());
+                }
+            }
+            Ok(match upstream.oneshot(up).await {
+                Ok(res) => res.map(Body::new),
+                // The reason stays in the gateway's logs and metrics.
+                Err(e) if e.is_timeout() => StatusCode::GATEWAY_TIMEOUT.into_response(),
+                Err(_) => StatusCode::BAD_GATEWAY.into_response(),
+            })
+        }
+    });
     Ok(Router::new()
-        .route("/api/{*rest}", any(forward))
-        .route("/metrics", get(metrics))
-        .with_state(state))
-}
-
-async fn metrics(State(gw): State<Gateway>) -> http::Response<String> {
-    gw.exporter.response()
+        .nest_service("/api", api)
+        .route("/metrics", get(move || async move { exporter.response() })))
 }
 
 /// Headers that describe one connection, not the request.
 fn hop_by_hop(name: &HeaderName) -> bool {
-    name == header::HOST
-        || name == header::CONNECTION
-        || name == header::TRANSFER_ENCODING
-        || name == header::TE
-        || name == header::UPGRADE
-        || name == header::PROXY_AUTHORIZATION
+    [
+        header::HOST,
+        header::CONNECTION,
+        header::TRANSFER_ENCODING,
+        header::TE,
+    ]
+    .contains(name)
+        || [header::UPGRADE, header::PROXY_AUTHORIZATION].contains(name)
         || name.as_str() == "keep-alive"
 }
 
-/// Forwards `/api/rest?query` as `/rest?query` to a balanced replica.
-async fn forward(State(gw): State<Gateway>, req: Request) -> Response {
-    let (parts, body) = req.into_parts();
-    let Ok(body) = axum::body::to_bytes(body, MAX_BODY).await else {
-        return (StatusCode::PAYLOAD_TOO_LARGE, "body too large").into_response();
-    };
-    let path = parts.uri.path();
-    let path = path.strip_prefix("/api").unwrap_or(path);
-    let target = match parts.uri.query() {
-        Some(q) => format!("{path}?{q}"),
-        None => path.to_owned(),
-    };
-    let mut up = match http::Request::builder()
-        .method(parts.method)
-        .uri(target)
-        .body(Full::new(body))
-    {
-        Ok(up) => up,
-        Err(e) => return (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
-    };
-    for (name, value) in &parts.headers {
-        if !hop_by_hop(name) {
-            up.headers_mut().append(name.clone(), value.clone());
-        }
-    }
-    match gw.upstream.oneshot(up).await {
-        Ok(res) => res.map(Body::new),
-        Err(e) => (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
-    }
+/// Serves `router` on `addr`; returns the address it listens on.
+pub async fn serve(addr: &str, router: Router) -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    Ok(local)
+}
+
+/// Starts an upstream replica answering `{name} {method} {path?query}`, or
+/// 503 if `failing`.
+async fn replica(name: &'static str, failing: bool) -> std::io::Result<SocketAddr> {
+    let router = Router::new().fallback(move |req: Request| async move {
+        let status = if failing {
+            StatusCode::SERVICE_UNAVAILABLE
+        } else {
+            StatusCode::OK
+        };
+        (status, format!("{name} {} {}", req.method(), req.uri()))
+    });
+    serve("127.0.0.1:0", router).await
 }
 
 /// Starts three replicas (the third answering 503) and the gateway on
@@ -151,11 +129,8 @@ async fn start(addr: &str) -> Result<SocketAddr, BoxError> {
     ] {
         origins.push(format!("http://{}", replica(name, failing).await?));
     }
-    let router = app(&origins, Exporter::new()?)?;
-    let listener = TcpListener::bind(addr).await?;
-    let local = listener.local_addr()?;
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    Ok(local)
+    let router = gateway(&origins, Exporter::new()?, Duration::from_secs(5))?;
+    Ok(serve(addr, router).await?)
 }
 
 /// What the demo saw: each answer's status and body, and `/metrics`.

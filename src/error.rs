@@ -92,18 +92,6 @@ pub(crate) fn check_positive(
         .map_err(|_| ConfigError::new(field, d, "a duration > 0 and at most one year"))
 }
 
-/// Checks that a duration is not zero.
-pub(crate) fn check_nonzero(
-    field: &'static str,
-    d: std::time::Duration,
-) -> Result<std::time::Duration, ConfigError> {
-    if d.is_zero() {
-        Err(ConfigError::new(field, d, "a duration > 0"))
-    } else {
-        Ok(d)
-    }
-}
-
 /// Why [`Balance`](crate::Balance) could not answer a request.
 ///
 /// The balancer's own errors are returned at once, from the response future's

@@ -64,6 +64,44 @@ async fn axum_gateway_forwards_api_and_serves_metrics() {
 }
 
 #[tokio::test]
+async fn axum_gateway_answers_502_for_errors_and_504_for_timeouts() {
+    use http_body_util::{BodyExt, Empty};
+    use tower_lb::metrics::prometheus::Exporter;
+    let get = |gw: std::net::SocketAddr| async move {
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http::<Empty<bytes::Bytes>>();
+        let res = client
+            .get(format!("http://{gw}/api/x").parse().unwrap())
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        (status, res.into_body().collect().await.unwrap().to_bytes())
+    };
+    // A replica nobody listens on: the error is a 502 with no text.
+    let dead = {
+        let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        format!("http://{}", closed.local_addr().unwrap())
+    };
+    let ms = std::time::Duration::from_millis;
+    let app = axum_gateway::gateway(&[dead], Exporter::new().unwrap(), ms(400)).unwrap();
+    let gw = axum_gateway::serve("127.0.0.1:0", app).await.unwrap();
+    assert_eq!(get(gw).await, (502, bytes::Bytes::new()));
+    // A replica that accepts and never answers: 504 once the deadline passes.
+    let hole = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hole_addr = format!("http://{}", hole.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((tcp, _)) = hole.accept().await {
+            held.push(tcp);
+        }
+    });
+    let app = axum_gateway::gateway(&[hole_addr], Exporter::new().unwrap(), ms(400)).unwrap();
+    let gw = axum_gateway::serve("127.0.0.1:0", app).await.unwrap();
+    assert_eq!(get(gw).await, (504, bytes::Bytes::new()));
+}
+
+#[tokio::test]
 async fn breaker_config_example_opens_the_failing_backends_breaker() {
     let report = breaker_config::run(30).await.unwrap();
     // c fails 3 times in a row (every third request) and its breaker opens.

@@ -132,7 +132,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
     }
 
     /// Names the balancer, for health events, `tracing` and metrics
-    /// (default [`DEFAULT_NAME`], or the name given to the metrics).
+    /// (default `"balance"`, or the name given to the metrics).
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.cfg.name = Some(Arc::from(name.into()));
         self

@@ -66,7 +66,7 @@ use arc_swap::ArcSwap;
 use arc_swap::cache::Cache;
 
 pub use crate::scope::{MAX_AVOID, call_avoiding, timed_out};
-pub use builder::Builder;
+pub use builder::{Builder, DEFAULT_NAME};
 pub use discover::{discover, spawn_discover};
 pub use future::ResponseFuture;
 pub use handle::{Edit, Handle, Upsert};

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::error::{ConfigError, check_nonzero};
+use crate::error::{ConfigError, check_positive};
 
 /// Default failure-rate threshold: 50 %, Resilience4j's
 /// `failureRateThreshold` default.
@@ -307,7 +307,7 @@ impl Builder {
         let c = self.config;
         check_percent("failure_rate_threshold", c.failure_rate_threshold)?;
         check_percent("slow_call_rate_threshold", c.slow_call_rate_threshold)?;
-        check_nonzero("slow_call_duration", c.slow_call_duration)?;
+        check_positive("slow_call_duration", c.slow_call_duration)?;
         match c.window {
             SlidingWindow::Count(n) => {
                 if !(1..=MAX_WINDOW_SIZE).contains(&n) {
@@ -345,12 +345,12 @@ impl Builder {
                 "an integer ≥ 1",
             ));
         }
-        check_nonzero("open_wait", c.open_wait)?;
-        if c.open_wait_cap < c.open_wait {
+        check_positive("open_wait", c.open_wait)?;
+        if c.open_wait_cap < c.open_wait || c.open_wait_cap > crate::time::MAX_DURATION {
             return Err(ConfigError::new(
                 "open_wait_cap",
                 c.open_wait_cap,
-                "a duration ≥ open_wait",
+                "a duration ≥ open_wait and at most one year",
             ));
         }
         if !(1..=MAX_HALF_OPEN_PROBES).contains(&c.half_open_probes) {
@@ -360,7 +360,7 @@ impl Builder {
                 "an integer from 1 to 10,000",
             ));
         }
-        check_nonzero("half_open_timeout", c.half_open_timeout)?;
+        check_positive("half_open_timeout", c.half_open_timeout)?;
         Ok(c)
     }
 }

@@ -22,8 +22,10 @@ pub enum Outcome {
     Success,
     /// The endpoint failed.
     Failure(FailureKind),
-    /// Says nothing about the endpoint (e.g. a call the caller abandoned);
-    /// recorded neither as latency nor as success or failure.
+    /// Says nothing about the endpoint (a classifier's choice, say for a
+    /// request the caller itself made invalid); recorded neither as latency
+    /// nor as success or failure. (A call its caller abandons never reaches
+    /// the classifier: it records only a latency lower bound.)
     Ignore,
 }
 

@@ -17,7 +17,7 @@
 //!   model; only what changed is written.
 //! * You give it a *maker* from address to the endpoint's key and service,
 //!   `FnMut(SocketAddr) -> Option<(K, S)>`: [`http_endpoints`] for an HTTP
-//!   balancer keyed by [`Origin`](crate::http::Origin), or your own.
+//!   balancer keyed by [`Origin`], or your own.
 //! * On any source error (a failed resolution, a watch error, a lost
 //!   stream, a resource it cannot apply) it keeps the last good set, counts
 //!   the error in its [`Stats`], and reports it with
@@ -32,6 +32,7 @@ mod reconcile;
 mod stats;
 
 #[cfg(feature = "dns")]
+#[cfg_attr(docsrs, doc(cfg(feature = "dns")))]
 pub mod dns;
 #[cfg(feature = "kube")]
 #[cfg_attr(docsrs, doc(cfg(feature = "kube")))]

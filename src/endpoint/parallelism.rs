@@ -4,7 +4,8 @@
 //! Finagle's cost `latency · (in_flight + 1)` treats every replica as a
 //! single server: a replica with 16 workers is charged for in-flight requests
 //! that cost it nothing, so traffic spills onto slow replicas and they set the
-//! p99 (DESIGN.md, "Two choices are too few"). This estimator learns a
+//! p99 (the lab's `steady-capacity` scenario shows it: four 16-worker
+//! replicas, and Finagle's formula sets the p99 at 500 ms). This estimator learns a
 //! parallelism `p` per endpoint so the cost becomes
 //! `latency · (in_flight / p + 1)`:
 //!

@@ -43,7 +43,7 @@
 //!   hook set with
 //!   [`Builder::on_health_change`](crate::balance::Builder::on_health_change).
 //!   Refusals (no endpoints, all capped, all unavailable, panic) are
-//!   counted by reason ([`Refusal`](crate::error::Refusal)) for metrics.
+//!   counted by reason ([`Refusal`]) for metrics.
 
 mod admit;
 mod census;

@@ -1,4 +1,4 @@
-//! HTTP load balancing (feature `http`, on by default): balance a
+//! HTTP load balancing (feature `http`, off by default): balance a
 //! hyper-util or reqwest client over a list of origins.
 //!
 //! [`balance`] takes a base client and the endpoints' origins
@@ -53,7 +53,7 @@
 //!
 //! | feature | adds | dependencies |
 //! |---|---|---|
-//! | `http` (default) | this module; hyper-util error classification | hyper-util (client-legacy, http1), httpdate |
+//! | `http` | this module; hyper-util error classification | http, hyper-util (client-legacy, http1), httpdate (for `Retry-After` dates) |
 //! | `reqwest` | `SetOrigin` and `Classifier` for `reqwest::Request`/`Response` | reqwest 0.13 without default features (no TLS: enable reqwest's own TLS feature in your crate for `https`) |
 //! | `dns` | [`dns`]: endpoints from periodic resolution | tokio `net` |
 //! | `rustls` | [`tls`]: HTTPS replicas verified for the service's name | rustls 0.23 (*ring*), hyper-rustls 0.27, http-body, hyper-util `http2`; with `reqwest`, reqwest's `rustls` (which brings aws-lc-rs) and `http2`; with `grpc`, tonic's `tls-ring` |

@@ -84,6 +84,7 @@
 mod balancer;
 mod endpoint;
 #[cfg(feature = "prometheus")]
+#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub mod prometheus;
 mod setup;
 

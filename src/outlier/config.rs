@@ -10,7 +10,7 @@ use super::failure_percentage::FailurePercentage;
 use super::latency::LatencyOutlier;
 use super::rule::check_percent;
 use super::success_rate::SuccessRate;
-use crate::error::{ConfigError, check_nonzero};
+use crate::error::ConfigError;
 use crate::time::nanos;
 
 /// How often the interval rules run: 10 s (Envoy's `interval`, gRPC A50).
@@ -29,6 +29,11 @@ pub const DEFAULT_MAX_EJECTION_TIME: Duration = Duration::from_secs(300);
 /// One tenth of the base ejection time spreads them without changing the
 /// ejection time a user configured by more than 10%.
 pub const DEFAULT_MAX_EJECTION_JITTER: Duration = Duration::from_secs(3);
+/// The longest base or maximum ejection time accepted: one day. An
+/// ejection longer than that is a decommissioning, which belongs to
+/// discovery (remove the endpoint), not to outlier detection.
+pub const MAX_EJECTION_BOUND: Duration = Duration::from_secs(24 * 3600);
+
 /// At most this share of the pool is ejected at once: 10% (Envoy's
 /// `max_ejection_percent`, gRPC A50); see [`max_ejections`] for small pools.
 pub const DEFAULT_MAX_EJECTION_PERCENT: u32 = 10;
@@ -270,16 +275,40 @@ impl OutlierDetectionBuilder {
     /// `outlier.success_rate.stdev_factor`, …) and its allowed range.
     pub fn build(self) -> Result<OutlierDetection, ConfigError> {
         let mut cfg = self.cfg;
-        cfg.interval_ns = nanos(check_nonzero("outlier.interval", self.interval)?);
-        cfg.base_ejection_ns = nanos(check_nonzero(
+        let hour = Duration::from_secs(3600);
+        let within = |field, d: Duration, max: Duration, allowed| {
+            if d.is_zero() || d > max {
+                Err(ConfigError::new(field, d, allowed))
+            } else {
+                Ok(d)
+            }
+        };
+        cfg.interval_ns = nanos(within(
+            "outlier.interval",
+            self.interval,
+            hour,
+            "a duration > 0 and at most one hour",
+        )?);
+        cfg.base_ejection_ns = nanos(within(
             "outlier.base_ejection_time",
             self.base_ejection_time,
+            MAX_EJECTION_BOUND,
+            "a duration > 0 and at most one day",
         )?);
-        if self.max_ejection_time < self.base_ejection_time {
+        if self.max_ejection_time < self.base_ejection_time
+            || self.max_ejection_time > MAX_EJECTION_BOUND
+        {
             return Err(ConfigError::new(
                 "outlier.max_ejection_time",
                 self.max_ejection_time,
-                "a duration >= base_ejection_time",
+                "a duration >= base_ejection_time and at most one day",
+            ));
+        }
+        if self.max_ejection_jitter > hour {
+            return Err(ConfigError::new(
+                "outlier.max_ejection_jitter",
+                self.max_ejection_jitter,
+                "a duration of at most one hour",
             ));
         }
         cfg.max_ejection_ns = nanos(self.max_ejection_time);

@@ -85,7 +85,7 @@ mod success_rate;
 
 pub use config::{
     DEFAULT_BASE_EJECTION_TIME, DEFAULT_INTERVAL, DEFAULT_MAX_EJECTION_JITTER,
-    DEFAULT_MAX_EJECTION_PERCENT, DEFAULT_MAX_EJECTION_TIME, OutlierDetection,
+    DEFAULT_MAX_EJECTION_PERCENT, DEFAULT_MAX_EJECTION_TIME, MAX_EJECTION_BOUND, OutlierDetection,
     OutlierDetectionBuilder, max_ejections,
 };
 pub use consecutive::{

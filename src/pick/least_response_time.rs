@@ -9,7 +9,7 @@ use crate::endpoint::EndpointState;
 /// **Starves replicas.** Every request goes to the endpoint that was fastest
 /// so far; the others are tried again only when their idle estimates decay
 /// below it. With unlimited-capacity backends this "wins" benchmarks (the
-/// seed study's 640 RPS) by abandoning three of four servers; with real,
+/// published study's 640 RPS) by abandoning three of four servers; with real,
 /// finite capacity it herds and collapses. Kept for comparison in the lab;
 /// use [`PeakEwma`](super::PeakEwma).
 #[derive(Debug, Default, Clone, Copy)]

@@ -25,14 +25,17 @@ pub const DEFAULT_SPREAD_FACTOR: f64 = 1.0;
 const MIN_SUCCESS: f64 = 0.01;
 
 /// Peak-EWMA, the default picker: the lowest
-/// `(est + k·spread) · (in_flight / p + 1) / weight` among `choices`
+/// `(est + k·spread) · (in_flight / p + 1) / (weight · (1 − f)²)` among `choices`
 /// weighted-random candidates.
 ///
 /// `est` is the endpoint's peak-EWMA latency decayed to the time of the pick
 /// (so a starved endpoint looks cheaper the longer it idles and is explored
 /// again), `spread` its deviation estimate, `weight` its weight after slow
-/// start. Failures are recorded as penalty samples, so a replica failing fast
-/// loses share instead of gaining it.
+/// start, `f` its recent failure ratio (a 2 s EWMA, forgiven while idle,
+/// floored so that `(1 − f)² ≥ 10⁻⁴`: a dead endpoint costs 10⁴ times more,
+/// and is still chosen when nothing else can be). Failures are also
+/// recorded as penalty samples, so a replica failing fast loses share
+/// instead of gaining it.
 ///
 /// `p` is the endpoint's learned parallelism
 /// ([`EndpointState::parallelism`](crate::endpoint::EndpointState::parallelism)).

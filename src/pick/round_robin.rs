@@ -5,7 +5,7 @@ use super::{Pick, Picker, Pool};
 use crate::endpoint::EndpointState;
 
 /// Plain round robin: each pick takes the next index, skipping endpoints that
-/// are unavailable. Ignores weights and load (the seed study's baseline).
+/// are unavailable. Ignores weights and load (the published study's baseline).
 #[derive(Debug, Default)]
 pub struct RoundRobin {
     next: AtomicUsize,

@@ -55,6 +55,20 @@ impl<E> Error<E> {
         }
     }
 
+    /// True when the request ended because time ran out with no answer:
+    /// the last attempt hit its per-try timeout, or the deadline passed
+    /// while an attempt was still waiting (a gateway answers these with 504;
+    /// a deadline that passed while retrying errors is still those errors,
+    /// a 502).
+    pub fn is_timeout(&self) -> bool {
+        matches!(
+            self,
+            Error::TryTimeout { .. }
+                | Error::DeadlineElapsed { last: None, .. }
+                | Error::BudgetExhausted { last: None, .. }
+        )
+    }
+
     /// Attempts made (1 for [`Error::Inner`]).
     pub fn attempts(&self) -> u32 {
         match self {

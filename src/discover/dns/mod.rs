@@ -58,7 +58,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Driver, Reconciler, Stats, Target, balancer_gone};
-use crate::error::check_nonzero;
+use crate::error::check_positive;
 use crate::pick::Picker;
 use crate::{ConfigError, Handle};
 
@@ -180,8 +180,8 @@ impl<R: Resolve> DnsBuilder<R> {
             _ => {}
         }
         let r = self.refresh;
-        check_nonzero("dns.interval", r.interval)?;
-        check_nonzero("dns.min_ttl", r.min_ttl)?;
+        check_positive("dns.interval", r.interval)?;
+        check_positive("dns.min_ttl", r.min_ttl)?;
         if r.max_ttl < r.min_ttl {
             return Err(ConfigError::new(
                 "dns.max_ttl",
@@ -190,7 +190,7 @@ impl<R: Resolve> DnsBuilder<R> {
             ));
         }
         Ok(Dns {
-            timeout: check_nonzero("dns.timeout", self.timeout)?,
+            timeout: check_positive("dns.timeout", self.timeout)?,
             query: self.query,
             refresh: r,
             resolver: self.resolver,

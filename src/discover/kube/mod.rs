@@ -3,7 +3,7 @@
 //!
 //! [`Kube`] watches the `discovery.k8s.io/v1` EndpointSlices labelled
 //! `kubernetes.io/service-name=<service>` in one namespace with kube's
-//! runtime [`watcher`](kube::runtime::watcher) (list, then watch from the
+//! runtime [`watcher`](kube::runtime::watcher()) (list, then watch from the
 //! list's `resourceVersion`; a `410 Gone` re-lists; errors back off with
 //! the watcher's default: 0.8 s doubling to 30 s with jitter). It keeps one
 //! target list per slice and, on every change, applies the merge of all

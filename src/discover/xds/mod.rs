@@ -6,7 +6,7 @@
 //! (`envoy.service.discovery.v3.AggregatedDiscoveryService`) and subscribes
 //! to EDS for its clusters. Each response is validated as a whole: if every
 //! assignment in it applies, the merge of all clusters' endpoints is applied
-//! through a [`Reconciler`] and the response is ACKed (its `version_info`
+//! through a [`Reconciler`](crate::discover::Reconciler) and the response is ACKed (its `version_info`
 //! and `nonce`); otherwise nothing changes and it is NACKed (the last good
 //! version, the nonce, and `error_detail` with code 3 INVALID_ARGUMENT and
 //! the reason). A lost stream reconnects with exponential backoff and full

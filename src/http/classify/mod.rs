@@ -13,7 +13,7 @@ pub use errors::{ClassifyError, ClientErrors, ErrorHook};
 pub use retry_after::parse_retry_after;
 
 use crate::classify::{Classify, FailureKind, MAX_RETRY_AFTER, Outcome};
-use crate::error::{ConfigError, check_nonzero};
+use crate::error::{ConfigError, check_positive};
 
 /// The HTTP classifier for [`Balance`](crate::Balance) and the retry layer:
 /// classifies `http::Response<B>` results (and `reqwest::Response`, with
@@ -94,7 +94,7 @@ impl<H> Classifier<H> {
     /// # Errors
     /// `slow_threshold` must be > 0.
     pub fn slow_threshold(mut self, threshold: Duration) -> Result<Self, ConfigError> {
-        self.slow = Some(check_nonzero("slow_threshold", threshold)?);
+        self.slow = Some(check_positive("slow_threshold", threshold)?);
         Ok(self)
     }
 

@@ -5,7 +5,7 @@ use crate::endpoint::EndpointState;
 use crate::error::ConfigError;
 use crate::pick::PeakEwma;
 
-/// Default ring points per unit of weight: 150, the value the seed study's
+/// Default ring points per unit of weight: 150, the value the published study's
 /// ring used (ketama uses 160 per server). With 150 points an endpoint's
 /// share of the ring deviates from its weight by about `1/√150 ≈ 8%`.
 pub const DEFAULT_VNODES: usize = 150;
