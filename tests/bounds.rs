@@ -280,7 +280,7 @@ fn outlier_builder_extremes() {
             b().interval(Duration::from_secs(3600))
                 .base_ejection_time(Duration::from_secs(86_400))
                 .max_ejection_time(Duration::from_secs(86_400))
-                .max_ejection_jitter(Duration::from_secs(3600))
+                .max_ejection_jitter(Duration::from_secs(365 * 24 * 3600))
                 .build()
         ),
         "accepted"

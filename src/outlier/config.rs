@@ -204,23 +204,24 @@ pub struct OutlierDetectionBuilder {
 }
 
 impl OutlierDetectionBuilder {
-    /// How often the interval rules run (> 0; default 10 s).
+    /// How often the interval rules run (> 0, at most one hour; default 10 s).
     pub fn interval(mut self, d: Duration) -> Self {
         self.interval = d;
         self
     }
-    /// Duration of a host's first ejection (> 0; default 30 s).
+    /// Duration of a host's first ejection (> 0, at most one day; default 30 s).
     pub fn base_ejection_time(mut self, d: Duration) -> Self {
         self.base_ejection_time = d;
         self
     }
-    /// Cap on one ejection before jitter (≥ base ejection time; default 300 s).
+    /// Cap on one ejection before jitter (≥ base ejection time, at most one
+    /// day; default 300 s).
     pub fn max_ejection_time(mut self, d: Duration) -> Self {
         self.max_ejection_time = d;
         self
     }
-    /// Upper bound of the uniform random time added to each ejection
-    /// (any duration; default 3 s; zero turns jitter off).
+    /// Upper bound of the uniform random time added to each ejection (at
+    /// most one year; default 3 s; zero turns jitter off).
     pub fn max_ejection_jitter(mut self, d: Duration) -> Self {
         self.max_ejection_jitter = d;
         self
@@ -304,13 +305,7 @@ impl OutlierDetectionBuilder {
                 "a duration >= base_ejection_time and at most one day",
             ));
         }
-        if self.max_ejection_jitter > hour {
-            return Err(ConfigError::new(
-                "outlier.max_ejection_jitter",
-                self.max_ejection_jitter,
-                "a duration of at most one hour",
-            ));
-        }
+        crate::error::check_bounded("outlier.max_ejection_jitter", self.max_ejection_jitter)?;
         cfg.max_ejection_ns = nanos(self.max_ejection_time);
         cfg.jitter_ns = nanos(self.max_ejection_jitter);
         check_percent("outlier.max_ejection_percent", cfg.max_ejection_percent)?;
