@@ -316,9 +316,11 @@ fn rule_enforcing(cfg: &OutlierDetection, reason: EjectionReason) -> u32 {
         EjectionReason::ConsecutiveLocalOriginFailures => cfg
             .consecutive_local_origin_failures
             .map(|r| r.enforcing_percent),
-        EjectionReason::SuccessRate => cfg.success_rate.map(|r| r.enforcing_percent),
-        EjectionReason::FailurePercentage => cfg.failure_percentage.map(|r| r.enforcing_percent),
-        EjectionReason::Latency => cfg.latency.map(|r| r.enforcing_percent),
+        EjectionReason::SuccessRate => cfg.success_rate.map(|r| r.gate.enforcing_percent),
+        EjectionReason::FailurePercentage => {
+            cfg.failure_percentage.map(|r| r.gate.enforcing_percent)
+        }
+        EjectionReason::Latency => cfg.latency.map(|r| r.gate.enforcing_percent),
     };
     p.unwrap_or(0)
 }

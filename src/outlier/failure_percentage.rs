@@ -1,7 +1,6 @@
 //! The failure-percentage rule (Envoy, gRPC A50).
 
-use super::rule::Sample;
-use super::rule::{DEFAULT_ENFORCING_PERCENT, check_min, check_percent};
+use super::rule::{Gate, GateFields, Sample, check_percent, gate_setters, worst_first};
 use crate::error::ConfigError;
 
 /// Failure percentage above which a host is ejected: 85% (Envoy's
@@ -19,21 +18,26 @@ pub const DEFAULT_FAILURE_PERCENTAGE_REQUEST_VOLUME: u32 = 50;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FailurePercentage {
     pub(crate) threshold: u32,
-    pub(crate) minimum_hosts: u32,
-    pub(crate) request_volume: u32,
-    pub(crate) enforcing_percent: u32,
+    pub(crate) gate: Gate,
 }
 
 impl Default for FailurePercentage {
     fn default() -> Self {
         Self {
             threshold: DEFAULT_FAILURE_PERCENTAGE_THRESHOLD,
-            minimum_hosts: DEFAULT_FAILURE_PERCENTAGE_MINIMUM_HOSTS,
-            request_volume: DEFAULT_FAILURE_PERCENTAGE_REQUEST_VOLUME,
-            enforcing_percent: DEFAULT_ENFORCING_PERCENT,
+            gate: Gate::new(
+                DEFAULT_FAILURE_PERCENTAGE_MINIMUM_HOSTS,
+                DEFAULT_FAILURE_PERCENTAGE_REQUEST_VOLUME,
+            ),
         }
     }
 }
+
+gate_setters!(
+    FailurePercentage,
+    hosts: "Hosts with enough volume needed to judge (≥ 1; default 5).",
+    volume: "Requests in the interval a host needs to be judged (≥ 1; default 50)."
+);
 
 impl FailurePercentage {
     /// Failure percentage a host must exceed (0..=100; default 85).
@@ -41,40 +45,16 @@ impl FailurePercentage {
         self.threshold = percent;
         self
     }
-    /// Hosts with enough volume needed to judge (≥ 1; default 5).
-    pub fn minimum_hosts(mut self, n: u32) -> Self {
-        self.minimum_hosts = n;
-        self
-    }
-    /// Requests in the interval a host needs to be judged (≥ 1; default 50).
-    pub fn request_volume(mut self, n: u32) -> Self {
-        self.request_volume = n;
-        self
-    }
-    /// Share of detections that eject (0..=100, default 100).
-    pub fn enforcing_percent(mut self, percent: u32) -> Self {
-        self.enforcing_percent = percent;
-        self
-    }
 
     pub(crate) fn check(self) -> Result<Self, ConfigError> {
         check_percent("outlier.failure_percentage.threshold", self.threshold)?;
-        check_min(
-            "outlier.failure_percentage.minimum_hosts",
-            self.minimum_hosts,
-            1,
-            "an integer >= 1",
-        )?;
-        check_min(
-            "outlier.failure_percentage.request_volume",
-            self.request_volume,
-            1,
-            "an integer >= 1",
-        )?;
-        check_percent(
-            "outlier.failure_percentage.enforcing_percent",
-            self.enforcing_percent,
-        )?;
+        self.gate.check(&GateFields {
+            minimum_hosts: "outlier.failure_percentage.minimum_hosts",
+            request_volume: "outlier.failure_percentage.request_volume",
+            enforcing_percent: "outlier.failure_percentage.enforcing_percent",
+            least_hosts: 1,
+            least_hosts_allowed: "an integer >= 1",
+        })?;
         Ok(self)
     }
 
@@ -82,14 +62,10 @@ impl FailurePercentage {
     /// `request_volume` requests, if there are at least `minimum_hosts`, those
     /// whose failure percentage is above `threshold`, highest first.
     pub(crate) fn outliers(&self, samples: &[Sample]) -> Vec<usize> {
-        let qualified: Vec<&Sample> = samples
-            .iter()
-            .filter(|s| s.volume() >= u64::from(self.request_volume))
-            .collect();
-        if qualified.len() < self.minimum_hosts as usize {
+        let Some(qualified) = self.gate.judged(samples, Sample::volume) else {
             return Vec::new();
-        }
-        let mut out: Vec<(usize, f64)> = qualified
+        };
+        let out: Vec<(usize, f64)> = qualified
             .into_iter()
             .filter(|s| {
                 u128::from(s.counts.failures) * 100
@@ -97,26 +73,16 @@ impl FailurePercentage {
             })
             .map(|s| (s.index, s.counts.failures as f64 / s.volume() as f64))
             .collect();
-        out.sort_by(|a, b| b.1.total_cmp(&a.1));
-        out.into_iter().map(|(i, _)| i).collect()
+        worst_first(out, true)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outlier::rule::Counts;
 
     fn s(index: usize, successes: u64, failures: u64) -> Sample {
-        Sample {
-            index,
-            counts: Counts {
-                successes,
-                failures,
-                latency_sum_ns: successes * 1_000,
-                latency_samples: successes,
-            },
-        }
+        Sample::of(index, successes, failures)
     }
 
     #[test]

@@ -1,7 +1,6 @@
 //! The latency-outlier rule (ours; no Envoy or gRPC equivalent).
 
-use super::rule::Sample;
-use super::rule::{DEFAULT_ENFORCING_PERCENT, check_min, check_percent};
+use super::rule::{Gate, GateFields, Sample, check_min, gate_setters, worst_first};
 use crate::error::ConfigError;
 
 /// A host is a latency outlier when its mean latency over an interval
@@ -35,23 +34,28 @@ pub const DEFAULT_LATENCY_CONSECUTIVE_INTERVALS: u32 = 3;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LatencyOutlier {
     pub(crate) factor: f64,
-    pub(crate) minimum_hosts: u32,
-    pub(crate) request_volume: u32,
+    pub(crate) gate: Gate,
     pub(crate) consecutive_intervals: u32,
-    pub(crate) enforcing_percent: u32,
 }
 
 impl Default for LatencyOutlier {
     fn default() -> Self {
         Self {
             factor: DEFAULT_LATENCY_FACTOR,
-            minimum_hosts: DEFAULT_LATENCY_MINIMUM_HOSTS,
-            request_volume: DEFAULT_LATENCY_REQUEST_VOLUME,
+            gate: Gate::new(
+                DEFAULT_LATENCY_MINIMUM_HOSTS,
+                DEFAULT_LATENCY_REQUEST_VOLUME,
+            ),
             consecutive_intervals: DEFAULT_LATENCY_CONSECUTIVE_INTERVALS,
-            enforcing_percent: DEFAULT_ENFORCING_PERCENT,
         }
     }
 }
+
+gate_setters!(
+    LatencyOutlier,
+    hosts: "Hosts with enough samples needed to judge (≥ 3: a median of two is dragged by either; default 3).",
+    volume: "Latency samples in the interval a host needs to be judged (≥ 1; default 50)."
+);
 
 impl LatencyOutlier {
     /// How many times the pool median a host's mean must exceed (finite,
@@ -60,25 +64,9 @@ impl LatencyOutlier {
         self.factor = k;
         self
     }
-    /// Hosts with enough samples needed to judge (≥ 3: a median of two is
-    /// dragged by either; default 3).
-    pub fn minimum_hosts(mut self, n: u32) -> Self {
-        self.minimum_hosts = n;
-        self
-    }
-    /// Latency samples in the interval a host needs to be judged (≥ 1; default 50).
-    pub fn request_volume(mut self, n: u32) -> Self {
-        self.request_volume = n;
-        self
-    }
     /// Intervals in a row a host must be an outlier (≥ 1; default 3).
     pub fn consecutive_intervals(mut self, n: u32) -> Self {
         self.consecutive_intervals = n;
-        self
-    }
-    /// Share of detections that eject (0..=100, default 100).
-    pub fn enforcing_percent(mut self, percent: u32) -> Self {
-        self.enforcing_percent = percent;
         self
     }
 
@@ -90,25 +78,19 @@ impl LatencyOutlier {
                 "a finite number > 1",
             ));
         }
-        check_min(
-            "outlier.latency.minimum_hosts",
-            self.minimum_hosts,
-            3,
-            "an integer >= 3",
-        )?;
-        check_min(
-            "outlier.latency.request_volume",
-            self.request_volume,
-            1,
-            "an integer >= 1",
-        )?;
+        self.gate.check(&GateFields {
+            minimum_hosts: "outlier.latency.minimum_hosts",
+            request_volume: "outlier.latency.request_volume",
+            enforcing_percent: "outlier.latency.enforcing_percent",
+            least_hosts: 3,
+            least_hosts_allowed: "an integer >= 3",
+        })?;
         check_min(
             "outlier.latency.consecutive_intervals",
             self.consecutive_intervals,
             1,
             "an integer >= 1",
         )?;
-        check_percent("outlier.latency.enforcing_percent", self.enforcing_percent)?;
         Ok(self)
     }
 
@@ -120,9 +102,9 @@ impl LatencyOutlier {
     /// The median, not the mean, is the reference: the slow host cannot drag
     /// it up, and a pool that is slow as a whole has no outlier.
     pub(crate) fn outliers(&self, samples: &[Sample]) -> Option<Vec<usize>> {
-        let means: Vec<(usize, f64)> = samples
-            .iter()
-            .filter(|s| s.counts.latency_samples >= u64::from(self.request_volume))
+        let judged = self.gate.judged(samples, |s| s.counts.latency_samples)?;
+        let means: Vec<(usize, f64)> = judged
+            .into_iter()
             .map(|s| {
                 (
                     s.index,
@@ -130,9 +112,6 @@ impl LatencyOutlier {
                 )
             })
             .collect();
-        if means.len() < self.minimum_hosts as usize {
-            return None;
-        }
         let mut sorted: Vec<f64> = means.iter().map(|&(_, m)| m).collect();
         sorted.sort_by(f64::total_cmp);
         let mid = sorted.len() / 2;
@@ -145,9 +124,8 @@ impl LatencyOutlier {
             return Some(Vec::new());
         }
         let limit = self.factor * median;
-        let mut out: Vec<(usize, f64)> = means.into_iter().filter(|&(_, m)| m > limit).collect();
-        out.sort_by(|a, b| b.1.total_cmp(&a.1));
-        Some(out.into_iter().map(|(i, _)| i).collect())
+        let out: Vec<(usize, f64)> = means.into_iter().filter(|&(_, m)| m > limit).collect();
+        Some(worst_first(out, true))
     }
 }
 

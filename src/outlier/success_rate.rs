@@ -1,7 +1,6 @@
 //! The success-rate rule (Envoy, gRPC A50), plus an ejection threshold.
 
-use super::rule::Sample;
-use super::rule::{DEFAULT_ENFORCING_PERCENT, check_min, check_percent};
+use super::rule::{Gate, GateFields, Sample, gate_setters, worst_first};
 use crate::error::ConfigError;
 
 /// A host is a success-rate outlier below `mean − 1.9 σ` of the pool
@@ -29,9 +28,7 @@ pub const DEFAULT_SUCCESS_RATE_EJECTION_THRESHOLD: f64 = 99.0;
 pub struct SuccessRate {
     pub(crate) stdev_factor: f64,
     pub(crate) ejection_threshold: f64,
-    pub(crate) minimum_hosts: u32,
-    pub(crate) request_volume: u32,
-    pub(crate) enforcing_percent: u32,
+    pub(crate) gate: Gate,
 }
 
 impl Default for SuccessRate {
@@ -39,12 +36,19 @@ impl Default for SuccessRate {
         Self {
             stdev_factor: DEFAULT_SUCCESS_RATE_STDEV_FACTOR,
             ejection_threshold: DEFAULT_SUCCESS_RATE_EJECTION_THRESHOLD,
-            minimum_hosts: DEFAULT_SUCCESS_RATE_MINIMUM_HOSTS,
-            request_volume: DEFAULT_SUCCESS_RATE_REQUEST_VOLUME,
-            enforcing_percent: DEFAULT_ENFORCING_PERCENT,
+            gate: Gate::new(
+                DEFAULT_SUCCESS_RATE_MINIMUM_HOSTS,
+                DEFAULT_SUCCESS_RATE_REQUEST_VOLUME,
+            ),
         }
     }
 }
+
+gate_setters!(
+    SuccessRate,
+    hosts: "Hosts with enough volume needed to judge (≥ 2; default 5).",
+    volume: "Requests in the interval a host needs to be judged (≥ 1; default 100)."
+);
 
 impl SuccessRate {
     /// How many σ below the mean a host must fall (finite, > 0; default 1.9).
@@ -56,21 +60,6 @@ impl SuccessRate {
     /// by this rule (in `(0, 100]`; default 99; 100 is Envoy's behaviour).
     pub fn ejection_threshold(mut self, percent: f64) -> Self {
         self.ejection_threshold = percent;
-        self
-    }
-    /// Hosts with enough volume needed to judge (≥ 2; default 5).
-    pub fn minimum_hosts(mut self, n: u32) -> Self {
-        self.minimum_hosts = n;
-        self
-    }
-    /// Requests in the interval a host needs to be judged (≥ 1; default 100).
-    pub fn request_volume(mut self, n: u32) -> Self {
-        self.request_volume = n;
-        self
-    }
-    /// Share of detections that eject (0..=100, default 100).
-    pub fn enforcing_percent(mut self, percent: u32) -> Self {
-        self.enforcing_percent = percent;
         self
     }
 
@@ -90,22 +79,13 @@ impl SuccessRate {
                 "a number in (0, 100]",
             ));
         }
-        check_min(
-            "outlier.success_rate.minimum_hosts",
-            self.minimum_hosts,
-            2,
-            "an integer >= 2",
-        )?;
-        check_min(
-            "outlier.success_rate.request_volume",
-            self.request_volume,
-            1,
-            "an integer >= 1",
-        )?;
-        check_percent(
-            "outlier.success_rate.enforcing_percent",
-            self.enforcing_percent,
-        )?;
+        self.gate.check(&GateFields {
+            minimum_hosts: "outlier.success_rate.minimum_hosts",
+            request_volume: "outlier.success_rate.request_volume",
+            enforcing_percent: "outlier.success_rate.enforcing_percent",
+            least_hosts: 2,
+            least_hosts_allowed: "an integer >= 2",
+        })?;
         Ok(self)
     }
 
@@ -114,9 +94,11 @@ impl SuccessRate {
     /// whose success rate is below `mean − stdev_factor · σ` (σ the population
     /// standard deviation) and below `ejection_threshold`, lowest rate first.
     pub(crate) fn outliers(&self, samples: &[Sample]) -> Vec<usize> {
-        let rated: Vec<(usize, f64)> = samples
-            .iter()
-            .filter(|s| s.volume() >= u64::from(self.request_volume))
+        let Some(judged) = self.gate.judged(samples, Sample::volume) else {
+            return Vec::new();
+        };
+        let rated: Vec<(usize, f64)> = judged
+            .into_iter()
             .map(|s| {
                 (
                     s.index,
@@ -124,9 +106,6 @@ impl SuccessRate {
                 )
             })
             .collect();
-        if rated.len() < self.minimum_hosts as usize {
-            return Vec::new();
-        }
         let n = rated.len() as f64;
         let mean = rated.iter().map(|&(_, r)| r).sum::<f64>() / n;
         let var = rated
@@ -135,28 +114,17 @@ impl SuccessRate {
             .sum::<f64>()
             / n;
         let threshold = (mean - self.stdev_factor * var.sqrt()).min(self.ejection_threshold);
-        let mut out: Vec<(usize, f64)> =
-            rated.into_iter().filter(|&(_, r)| r < threshold).collect();
-        out.sort_by(|a, b| a.1.total_cmp(&b.1));
-        out.into_iter().map(|(i, _)| i).collect()
+        let out: Vec<(usize, f64)> = rated.into_iter().filter(|&(_, r)| r < threshold).collect();
+        worst_first(out, false)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outlier::rule::Counts;
 
     fn s(index: usize, successes: u64, failures: u64) -> Sample {
-        Sample {
-            index,
-            counts: Counts {
-                successes,
-                failures,
-                latency_sum_ns: successes * 1_000,
-                latency_samples: successes,
-            },
-        }
+        Sample::of(index, successes, failures)
     }
 
     #[test]
