@@ -75,7 +75,7 @@ async fn failure_rate_at_threshold_opens() {
     let (cb, log) = observed(base());
     calls(&cb, &[FAIL, FAIL, OK, OK, OK]); // 2/5 = 40 %
     assert_eq!(cb.state(), State::Closed);
-    let m = cb.metrics(Instant::now());
+    let m = cb.stats(Instant::now());
     assert_eq!((m.calls, m.failed_calls), (5, 2));
     assert_eq!(m.failure_rate(), Some(40.0));
     call(&cb, FAIL, MS); // 3/6 = 50 %, threshold inclusive
@@ -93,7 +93,7 @@ async fn minimum_calls_is_respected() {
     let cb = breaker(base());
     calls(&cb, &[FAIL; 4]); // 100 % of 4 calls, but 5 are needed
     assert_eq!(cb.state(), State::Closed);
-    assert_eq!(cb.metrics(Instant::now()).failed_calls, 4);
+    assert_eq!(cb.stats(Instant::now()).failed_calls, 4);
     call(&cb, FAIL, MS);
     assert_eq!(cb.state(), State::Open);
 }
@@ -103,7 +103,7 @@ async fn count_window_evicts_the_oldest_call() {
     let cb = breaker(base().minimum_calls(10));
     calls(&cb, &[OK; 10]);
     calls(&cb, &[FAIL; 4]); // each failure pushes out one success
-    let m = cb.metrics(Instant::now());
+    let m = cb.stats(Instant::now());
     assert_eq!((m.calls, m.failed_calls), (10, 4));
     assert_eq!(cb.state(), State::Closed);
     call(&cb, FAIL, MS); // 5 of the last 10
@@ -115,7 +115,7 @@ async fn count_window_forgets_failures_that_slid_out() {
     let cb = breaker(base().minimum_calls(10).failure_rate_threshold(40.0));
     calls(&cb, &[FAIL, FAIL, FAIL]);
     calls(&cb, &[OK; 10]); // the three failures have left the window
-    let m = cb.metrics(Instant::now());
+    let m = cb.stats(Instant::now());
     assert_eq!((m.calls, m.failed_calls), (10, 0));
     calls(&cb, &[FAIL, FAIL, FAIL]); // 3/10 = 30 % < 40 %
     assert_eq!(cb.state(), State::Closed);
@@ -128,7 +128,7 @@ async fn time_window_counts_the_last_seconds_only() {
     let cb = breaker(base().time_window(10 * SEC));
     calls(&cb, &[FAIL; 4]); // second 0
     advance(Duration::from_millis(9_500)).await;
-    assert_eq!(cb.metrics(Instant::now()).calls, 4);
+    assert_eq!(cb.stats(Instant::now()).calls, 4);
     call(&cb, OK, MS); // 4/5 within the last 10 s
     assert_eq!(cb.state(), State::Open);
 }
@@ -139,19 +139,19 @@ async fn time_window_calls_expire() {
     calls(&cb, &[FAIL; 2]); // second 0
     advance(9 * SEC).await;
     calls(&cb, &[OK; 2]); // second 9
-    assert_eq!(cb.metrics(Instant::now()).calls, 4);
+    assert_eq!(cb.stats(Instant::now()).calls, 4);
     advance(SEC).await; // second 10: second 0 has left the window
-    let m = cb.metrics(Instant::now());
+    let m = cb.stats(Instant::now());
     assert_eq!((m.calls, m.failed_calls), (2, 0));
     // 2/5 = 40 %: closed. Had the first two failures stayed, 4/7 would open.
     calls(&cb, &[FAIL, FAIL, OK]);
-    let m = cb.metrics(Instant::now());
+    let m = cb.stats(Instant::now());
     assert_eq!((m.calls, m.failed_calls), (5, 2));
     assert_eq!(cb.state(), State::Closed);
     advance(9 * SEC).await; // second 19: only second 10 remains
-    assert_eq!(cb.metrics(Instant::now()).calls, 3);
+    assert_eq!(cb.stats(Instant::now()).calls, 3);
     advance(SEC).await; // second 20: empty
-    assert_eq!(cb.metrics(Instant::now()).calls, 0);
+    assert_eq!(cb.stats(Instant::now()).calls, 0);
 }
 
 #[tokio::test(start_paused = true)]
@@ -171,12 +171,12 @@ async fn slow_call_rate_opens() {
 async fn slow_failure_kind_counts_toward_slow_rate_only() {
     let cb = breaker(base()); // failure 50 %, slow 100 %
     calls(&cb, &[SLOW_FAIL, SLOW_FAIL, SLOW_FAIL, SLOW_FAIL, OK]);
-    let m = cb.metrics(Instant::now());
+    let m = cb.stats(Instant::now());
     assert_eq!((m.calls, m.failed_calls, m.slow_calls), (5, 0, 4));
     assert_eq!(cb.state(), State::Closed);
     // A hard failure that was also slow counts in both rates.
     call(&cb, FAIL, 3 * SEC);
-    let m = cb.metrics(Instant::now());
+    let m = cb.stats(Instant::now());
     assert_eq!((m.failed_calls, m.slow_calls), (1, 5));
 }
 
@@ -184,7 +184,7 @@ async fn slow_failure_kind_counts_toward_slow_rate_only() {
 async fn ignored_outcomes_count_nothing() {
     let cb = breaker(base());
     calls(&cb, &[Outcome::Ignore; 20]);
-    let m = cb.metrics(Instant::now());
+    let m = cb.stats(Instant::now());
     assert_eq!(m.calls, 0);
     assert_eq!(cb.state(), State::Closed);
 }
@@ -197,7 +197,7 @@ async fn consecutive_failures_open_below_minimum_calls() {
     calls(&cb, &[SLOW_FAIL]); // not a hard failure: breaks it too
     calls(&cb, &[FAIL, FAIL]);
     assert_eq!(cb.state(), State::Closed);
-    assert_eq!(cb.metrics(Instant::now()).consecutive_failures, 2);
+    assert_eq!(cb.stats(Instant::now()).consecutive_failures, 2);
     call(&cb, FAIL, MS);
     assert_eq!(cb.state(), State::Open);
     assert_eq!(log.lock().unwrap()[0].reason, Reason::ConsecutiveFailures);
@@ -208,9 +208,9 @@ async fn outcomes_of_an_earlier_state_period_are_not_counted() {
     let cb = breaker(base());
     let early = cb.try_acquire(Instant::now()).unwrap();
     trip(&cb);
-    let before = cb.metrics(Instant::now());
+    let before = cb.stats(Instant::now());
     early.record(FAIL, MS, Instant::now()); // admitted while closed, done while open
-    assert_eq!(cb.metrics(Instant::now()), before);
+    assert_eq!(cb.stats(Instant::now()), before);
 
     // Recover through half-open; a permit from the first closed period must
     // not leak into the fresh window of the second.
@@ -223,7 +223,7 @@ async fn outcomes_of_an_earlier_state_period_are_not_counted() {
     calls(&cb, &[OK; 3]);
     assert_eq!(cb.state(), State::Closed);
     stale.record(FAIL, MS, Instant::now());
-    assert_eq!(cb.metrics(Instant::now()).calls, 0);
+    assert_eq!(cb.stats(Instant::now()).calls, 0);
 }
 
 // ---------------------------------------------------------------- open
@@ -248,7 +248,7 @@ async fn open_refuses_until_the_wait_has_elapsed() {
     assert!(probe.is_probe());
     assert_eq!(cb.state(), State::HalfOpen);
     assert_eq!(log.lock().unwrap()[1].reason, Reason::WaitElapsed);
-    assert_eq!(cb.metrics(Instant::now()).rejected_calls, 2);
+    assert_eq!(cb.stats(Instant::now()).rejected_calls, 2);
 }
 
 #[tokio::test(start_paused = true)]
@@ -264,13 +264,13 @@ async fn open_wait_doubles_up_to_the_cap_and_resets_on_close() {
         waits.push(retry_after(&cb).unwrap());
     }
     assert_eq!(waits, [SEC, 2 * SEC, 4 * SEC, 8 * SEC, 8 * SEC, 8 * SEC]);
-    assert_eq!(cb.metrics(Instant::now()).opens_in_row, 6);
+    assert_eq!(cb.stats(Instant::now()).opens_in_row, 6);
 
     // A successful close restarts the backoff.
     advance(8 * SEC).await;
     calls(&cb, &[OK; 3]);
     assert_eq!(cb.state(), State::Closed);
-    assert_eq!(cb.metrics(Instant::now()).opens_in_row, 0);
+    assert_eq!(cb.stats(Instant::now()).opens_in_row, 0);
     trip(&cb);
     assert_eq!(retry_after(&cb), Some(SEC));
 }
@@ -335,7 +335,7 @@ async fn half_open_closes_when_probes_succeed() {
     assert_eq!(cb.state(), State::HalfOpen); // waits for every probe
     probes.next().unwrap().record(OK, MS, Instant::now()); // 1/3 < 50 %
     assert_eq!(cb.state(), State::Closed);
-    assert_eq!(cb.metrics(Instant::now()).calls, 0, "window reset");
+    assert_eq!(cb.stats(Instant::now()).calls, 0, "window reset");
     let log = log.lock().unwrap();
     let kinds: Vec<_> = log.iter().map(|t| (t.from, t.to, t.reason)).collect();
     assert_eq!(
@@ -386,7 +386,7 @@ async fn dropped_or_ignored_probe_frees_its_slot() {
     assert!(cb.try_acquire(Instant::now()).is_err());
     c.record(Outcome::Ignore, MS, Instant::now()); // says nothing
     let e = cb.try_acquire(Instant::now()).unwrap();
-    assert_eq!(cb.metrics(Instant::now()).probes_in_flight, 3);
+    assert_eq!(cb.stats(Instant::now()).probes_in_flight, 3);
     for p in [a, d, e] {
         p.record(OK, MS, Instant::now());
     }
@@ -415,7 +415,7 @@ async fn half_open_probe_timeout_reopens_lazily() {
     assert_eq!(refused.retry_after(), Some(2 * SEC));
     assert_eq!(cb.state(), State::Open);
     assert_eq!(log.lock().unwrap()[2].reason, Reason::ProbeTimeout);
-    let m = cb.metrics(Instant::now());
+    let m = cb.stats(Instant::now());
     assert_eq!((m.probes_completed, m.probes_failed), (3, 2));
     // The late probes' results change nothing.
     first.record(OK, 5 * SEC, Instant::now());
@@ -472,7 +472,7 @@ async fn exactly_n_probes_under_1000_concurrent_tasks() {
         }
         assert_eq!(permits.len(), 3 + round as usize, "round {round}");
         assert!(permits.iter().all(|p| p.is_probe()));
-        let m = cb.metrics(after_wait);
+        let m = cb.stats(after_wait);
         assert_eq!(m.probes_in_flight, 3 + round);
         assert_eq!(cb.transitions_to(State::HalfOpen), 1);
     }
@@ -513,7 +513,7 @@ fn exactly_n_probes_under_1000_racing_threads() {
         });
         assert_eq!(admitted.load(Ordering::SeqCst), probes as usize);
         assert_eq!(cb.transitions_to(State::HalfOpen), 1);
-        assert_eq!(cb.metrics(at).rejected_calls, 1000 - u64::from(probes));
+        assert_eq!(cb.stats(at).rejected_calls, 1000 - u64::from(probes));
     }
 }
 
@@ -591,7 +591,7 @@ async fn disabled_admits_everything_and_records_nothing() {
     calls(&cb, &[FAIL; 50]);
     assert_eq!(cb.state(), State::Disabled);
     assert!(cb.is_call_permitted(Instant::now()));
-    assert_eq!(cb.metrics(Instant::now()).calls, 0);
+    assert_eq!(cb.stats(Instant::now()).calls, 0);
     cb.reset();
     calls(&cb, &[FAIL; 5]);
     assert_eq!(cb.state(), State::Open);
@@ -605,7 +605,7 @@ async fn reset_clears_an_open_breaker_and_its_probes() {
     cb.reset();
     assert_eq!(cb.state(), State::Closed);
     probe.record(FAIL, MS, Instant::now()); // from the old half-open period
-    assert_eq!(cb.metrics(Instant::now()).calls, 0);
+    assert_eq!(cb.stats(Instant::now()).calls, 0);
     cb.force_open();
     cb.disable();
     assert_eq!(cb.state(), State::Disabled);
@@ -698,7 +698,7 @@ async fn layer_records_latency_and_uses_the_classifier() {
     for code in [200, 500, 200, 503] {
         svc.ready().await.unwrap().call(code).await.unwrap();
     }
-    let m = cb.metrics(Instant::now());
+    let m = cb.stats(Instant::now());
     assert_eq!((m.calls, m.failed_calls, m.slow_calls), (4, 2, 4));
     // The fifth slow call trips the slow-call rate (100 %), not the failure
     // rate (2/5 = 40 %).
@@ -937,7 +937,7 @@ mod properties {
                     Op::Reset => cb.reset(),
                     _ => {}
                 }
-                let m = cb.metrics(now);
+                let m = cb.stats(now);
                 prop_assert!(m.calls <= WINDOW as u64);
                 prop_assert!(m.failed_calls <= m.calls && m.slow_calls <= m.calls);
                 match cb.state() {

@@ -144,7 +144,7 @@ async fn abandoned_probe_frees_its_half_open_slot() {
     }
     assert_eq!(b.state(), State::HalfOpen);
     assert!(abandoned >= 4, "{abandoned} calls abandoned");
-    let m = b.metrics(tokio::time::Instant::now());
+    let m = b.stats(tokio::time::Instant::now());
     assert_eq!((m.probes_in_flight, m.probes_completed), (0, 0));
     assert_eq!(state.in_flight(), 0);
     // Probes that answer close the breaker.

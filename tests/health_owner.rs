@@ -352,7 +352,7 @@ async fn a_probe_cut_by_a_per_try_timeout_is_a_failed_probe() {
     let r = retry.layer(svc.clone()).oneshot(false).await;
     assert!(r.is_err());
     assert_eq!(cb.state(), State::Open, "the timed-out probe failed");
-    let m = cb.metrics(Instant::now());
+    let m = cb.stats(Instant::now());
     assert_eq!(m.probes_failed, 1);
 
     // An overdue probe reopens it at the next admission in the layer too.
@@ -579,7 +579,7 @@ async fn in_flight_returns_to_zero_with_breakers_ejection_and_timeouts() {
     for (k, s) in lb.handle().endpoints() {
         assert_eq!(s.in_flight(), 0, "endpoint {k} leaked");
         if let Some(b) = s.breaker() {
-            let m = b.metrics(Instant::now());
+            let m = b.stats(Instant::now());
             assert_eq!(m.probes_in_flight, 0, "endpoint {k} holds a probe");
         }
     }

@@ -51,7 +51,7 @@
 //! # Observing it
 //!
 //! [`CircuitBreaker::state`], [`transitions_to`] (a counter per target state),
-//! [`metrics`] (window and probe counts) and the [`on_transition`] hook, which
+//! [`stats`] (window and probe counts) and the [`on_transition`] hook, which
 //! receives every [`Transition`] with its [`Reason`] and time.
 //!
 //! # Cost
@@ -140,7 +140,7 @@
 //! [`disable`]: CircuitBreaker::disable
 //! [`reset`]: CircuitBreaker::reset
 //! [`transitions_to`]: CircuitBreaker::transitions_to
-//! [`metrics`]: CircuitBreaker::metrics
+//! [`stats`]: CircuitBreaker::stats
 //! [`on_transition`]: CircuitBreaker::on_transition
 //! [`Outcome::Success`]: crate::classify::Outcome::Success
 //! [`Outcome::Failure`]: crate::classify::Outcome::Failure
@@ -165,4 +165,4 @@ pub use machine::CircuitBreaker;
 pub(crate) use permit::Ticket;
 pub use permit::{OwnedPermit, Permit};
 pub use service::CircuitBreakerService;
-pub use state::{Metrics, Reason, State, Transition};
+pub use state::{Reason, State, Stats, Transition};

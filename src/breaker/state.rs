@@ -1,5 +1,5 @@
 //! The breaker's observable vocabulary: [`State`], [`Reason`],
-//! [`Transition`] and the [`Metrics`] snapshot.
+//! [`Transition`] and the [`Stats`] snapshot.
 
 use std::fmt;
 
@@ -121,10 +121,10 @@ pub struct Transition {
     pub at: Instant,
 }
 
-/// A snapshot of a breaker's counters, from [`CircuitBreaker::metrics`](super::CircuitBreaker::metrics).
+/// A snapshot of a breaker's counters, from [`CircuitBreaker::stats`](super::CircuitBreaker::stats).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct Metrics {
+pub struct Stats {
     /// The stored state (see [`CircuitBreaker::state`](super::CircuitBreaker::state)).
     pub state: State,
     /// Calls in the sliding window.
@@ -147,7 +147,7 @@ pub struct Metrics {
     pub rejected_calls: u64,
 }
 
-impl Metrics {
+impl Stats {
     /// Failure rate of the window in percent, `None` when it is empty.
     pub fn failure_rate(&self) -> Option<f64> {
         (self.calls > 0).then(|| self.failed_calls as f64 * 100.0 / self.calls as f64)

@@ -5,6 +5,19 @@
 //! (often very short) latency, so a replica that fails in 1 ms does not look
 //! fast; it also counts toward the endpoint's failure counters that breakers and
 //! outlier ejection read.
+//!
+//! ## What to use when
+//!
+//! | You balance | Use | It decides |
+//! |---|---|---|
+//! | any service | [`ErrIsFailure`] (the default) | `Err` is a failure of kind [`error_kind`] (timeouts and connect errors found in the source chain), `Ok` a success |
+//! | your own rule | a closure `Fn(Result<&Res, &E>, Duration) -> Outcome`, or a type implementing [`Classify`] | anything |
+//! | HTTP (`http::Response`) | `http::Classifier` (feature `http`) | 5xx and 429 fail (with `Retry-After`), 4xx succeed; errors as above |
+//! | HTTP, with your error type | `http::Classifier::on_error` with an `http::ErrorHook`, or implement `http::ClassifyError` for the error | how your errors count |
+//!
+//! [`FailureKind`] says which failure it was (penalties, breakers,
+//! ejection and metrics read it); [`Outcome::Ignore`] keeps a call out of
+//! every count.
 
 use std::time::Duration;
 

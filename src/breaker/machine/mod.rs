@@ -24,7 +24,7 @@ mod transitions;
 use super::config::CircuitBreakerConfig;
 use super::error::CircuitOpen;
 use super::permit::{OwnedPermit, Permit, Ticket};
-use super::state::{Metrics, Reason, State, Transition};
+use super::state::{Reason, State, Stats, Transition};
 use super::window::{FAILED, SLOW, Window};
 use crate::classify::{FailureKind, Outcome};
 use crate::rng::RngSource;
@@ -248,11 +248,11 @@ impl CircuitBreaker {
     /// The window and probe counters as seen at `now` (calls that have left a
     /// time window by then are not counted). Takes the lock; O(window
     /// buckets) for a time window, O(1) otherwise.
-    pub fn metrics(&self, now: Instant) -> Metrics {
+    pub fn stats(&self, now: Instant) -> Stats {
         let now_ns = self.now_ns(now);
         let inner = self.lock();
         let totals = inner.window.totals_at(now_ns);
-        Metrics {
+        Stats {
             state: self.state(),
             calls: totals.calls,
             failed_calls: totals.failed,

@@ -50,5 +50,5 @@ fn stale_tickets_release_nothing() {
     cb.release_ticket(probe); // a probe of a half-open period long gone
     cb.record_ticket(probe, Outcome::Success, Duration::ZERO, at);
     assert_eq!(cb.state(), State::Closed);
-    assert_eq!(cb.metrics(at).calls, 0);
+    assert_eq!(cb.stats(at).calls, 0);
 }
