@@ -24,6 +24,10 @@
 //!   it, the panic threshold.
 //! * `http` (feature `http`) — balancing a hyper-util or reqwest client over
 //!   a list of origins.
+//! * [`orca`] — server-reported load (ORCA headers and trailers) fed into
+//!   the endpoint model, for [`pick::OrcaRoundRobin`] (gRPC A58's weights)
+//!   and `PeakEwma`'s utilization term; and adaptive per-endpoint
+//!   concurrency limits ([`endpoint::AdaptiveConcurrency`]).
 //! * [`discover`] — endpoints from DNS (feature `dns`; TTLs and SRV with
 //!   `dns-hickory`), Kubernetes EndpointSlices (`kube`) and xDS EDS over ADS
 //!   (`xds`), all through one reconciler that keeps known endpoints' models.
@@ -70,6 +74,7 @@ pub mod http;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics;
+pub mod orca;
 pub mod outlier;
 pub mod pick;
 pub mod retry;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
+use super::load::{Meter, report_text};
 use super::scenario::{BackendSpec, DelaySpec, EventSpec};
 
 /// SplitMix64: small, seedable, good enough for the lab's random numbers.
@@ -137,6 +138,10 @@ pub struct Backend {
     active: AtomicUsize,
     /// Requests waiting for a worker.
     waiting: AtomicUsize,
+    /// Answers per second, for load reports.
+    meter: Meter,
+    /// Whether answers carry a load report.
+    reports: bool,
 }
 
 /// Decrements a counter when dropped (also when the request is abandoned).
@@ -176,6 +181,8 @@ impl Backend {
             rng: Mutex::new(Rng::new(seed)),
             active: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
+            meter: Meter::new(start),
+            reports: spec.reports,
         }
     }
 
@@ -226,6 +233,7 @@ impl Backend {
         };
         if fail && let Some(d) = c.error_delay {
             tokio::time::sleep(d).await;
+            self.meter.record(Instant::now(), true);
             return Answer::Status(c.status);
         }
         let _permit = match &self.workers {
@@ -241,7 +249,19 @@ impl Backend {
         let _active = Count::new(&self.active);
         let d = self.draw(|rng| c.delay.sample(rng));
         tokio::time::sleep(d).await;
+        self.meter.record(Instant::now(), fail);
         Answer::Status(if fail { c.status } else { 200 })
+    }
+
+    /// The load report an answer sent at `now` carries, when the backend
+    /// reports (see [`super::load`]).
+    pub fn load_report(&self, now: Instant) -> Option<String> {
+        if !self.reports {
+            return None;
+        }
+        let (busy, waiting) = self.load();
+        let workers = self.workers.as_ref().map(|(w, _)| *w);
+        Some(report_text(busy, waiting, workers, self.meter.rates(now)))
     }
 
     /// Requests being served and waiting, right now.

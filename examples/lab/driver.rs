@@ -25,6 +25,7 @@ use tower_lb::retry::RetryLayer;
 use super::backend::{Backend, sub_seed};
 use super::endpoint::{Endpoint, LabRequest, Parts, Target};
 use super::error::LabError;
+use super::load::Sink;
 use super::oracle::Oracle;
 use super::peers::{self, PeerSpec};
 use super::record::Recorder;
@@ -80,6 +81,8 @@ struct Ctx<'a> {
     quiet: bool,
     /// Position in the picker list, for the progress line.
     nth: (usize, usize),
+    /// This row runs with adaptive concurrency limits.
+    limited: bool,
     /// http mode: where the balancers report their metrics.
     exporter: Option<&'a Exporter>,
 }
@@ -91,8 +94,19 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
         return Err(LabError::input("--duration: must be > 0"));
     }
     let pickers = opts.pickers.clone().unwrap_or_else(|| sc.pickers.clone());
+    // Adaptive limits: every row has them, or (`compare`) every picker
+    // runs without and then with them.
+    let variants: &[bool] = match &sc.resilience.adaptive_concurrency {
+        None => &[false],
+        Some(a) if a.compare => &[false, true],
+        Some(_) => &[true],
+    };
+    let picker_rows: Vec<(PickerName, bool)> = pickers
+        .iter()
+        .flat_map(|&p| variants.iter().map(move |&limited| (p, limited)))
+        .collect();
     let peer_rows = peers::rows(opts.peers.as_deref().unwrap_or(&sc.peers));
-    let rows = pickers.len() + if opts.sim { 0 } else { peer_rows.len() };
+    let rows = picker_rows.len() + if opts.sim { 0 } else { peer_rows.len() };
     let mut report = Report::new(sc, opts.sim, seed, duration.as_secs_f64());
     // http mode only: the sim stays free of the SDK (and of real sockets).
     let mut _metrics_server = None;
@@ -111,7 +125,7 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
         }
         Some(exporter)
     };
-    for (k, &name) in pickers.iter().enumerate() {
+    for (k, &(name, limited)) in picker_rows.iter().enumerate() {
         let ctx = Ctx {
             sc,
             sim: opts.sim,
@@ -119,6 +133,7 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
             seed,
             quiet: opts.quiet,
             nth: (k + 1, rows),
+            limited,
             exporter: exporter.as_ref(),
         };
         match run_picker(&ctx, name).await? {
@@ -136,7 +151,7 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
             duration,
             seed,
             quiet: opts.quiet,
-            nth: (pickers.len() + 1, rows),
+            nth: (picker_rows.len() + 1, rows),
         };
         peers::run::run_rows(&ctx, &peer_rows, &mut report).await?;
     }
@@ -173,6 +188,11 @@ where
 {
     let sc = ctx.sc;
     let n = sc.backends.len();
+    let label = if ctx.limited {
+        format!("{name}+limits")
+    } else {
+        name.as_str().to_string()
+    };
     if ctx.sim {
         // The retry layer's backoff jitter draws from fastrand's thread-local
         // generator (it has no seed option); the sim runs on one thread, so
@@ -180,14 +200,16 @@ where
         fastrand::seed(sub_seed(ctx.seed, 3000));
     }
     let start = Instant::now();
-    let end = start + ctx.duration;
+    // The scenario's warm-up runs first, unrecorded: `duration` is measured.
+    let measured = start + sc.load.warmup.0;
+    let end = measured + ctx.duration;
     let backends: Vec<Arc<Backend>> = sc
         .backends
         .iter()
         .enumerate()
         .map(|(i, b)| Arc::new(Backend::new(b, sub_seed(ctx.seed, 1000 + i as u64), start)))
         .collect();
-    let rec = Arc::new(Recorder::new(start, ctx.duration, n));
+    let rec = Arc::new(Recorder::new(measured, ctx.duration, n));
     let mut _servers = None;
     let targets: Vec<Target> = if ctx.sim {
         backends.iter().map(|b| Target::Sim(b.clone())).collect()
@@ -254,11 +276,14 @@ where
         if let Some(p) = res.panic_threshold {
             b = b.panic_threshold(p);
         }
+        if let (true, Some(a)) = (ctx.limited, &res.adaptive_concurrency) {
+            b = b.adaptive_concurrency(a.config().map_err(bad)?);
+        }
         if let Some(exporter) = ctx.exporter {
             let lb_name = if clients == 1 {
-                name.as_str().to_string()
+                label.clone()
             } else {
-                format!("lab-{name}-{c}")
+                format!("lab-{label}-{c}")
             };
             let mut m = Metrics::new(&exporter.meter(), lb_name);
             if let Some(layers) = &retries {
@@ -269,19 +294,28 @@ where
                 names.get(i).cloned().unwrap_or_else(|| i.to_string())
             });
         }
+        let sinks: Vec<Arc<Sink>> = (0..n).map(|_| Arc::new(Sink::new())).collect();
         for (i, (t, spec)) in targets.iter().zip(&sc.backends).enumerate() {
             let ep = Endpoint::new(Parts {
                 idx: i,
                 target: t.clone(),
                 overhead: sc.load.overhead.0,
                 rec: rec.clone(),
+                reports: sinks[i].clone(),
             });
             b = b.weighted_endpoint(i, ep, if weighted { spec.weight } else { 1.0 });
         }
-        lbs.push(
-            b.build()
-                .map_err(|e| LabError::input(format!("scenario {}: {e}", sc.name)))?,
-        );
+        let lb = b
+            .build()
+            .map_err(|e| LabError::input(format!("scenario {}: {e}", sc.name)))?;
+        // Reports go straight to the endpoint's model (O(1); a `Handle`
+        // here would make the endpoint's service own its balancer).
+        for (i, state) in lb.handle().endpoints() {
+            if let Some(sink) = sinks.get(i) {
+                let _ = sink.set(Box::new(move |r| state.report_load(r)));
+            }
+        }
+        lbs.push(lb);
     }
     let plan = Arc::new(Plan::new(sc, start, end, ctx.seed));
     let users: Vec<_> = (0..sc.max_vus() as usize)
@@ -298,10 +332,10 @@ where
         .collect();
     let progress = (!ctx.quiet).then(|| {
         tokio::spawn(progress(
-            name.as_str().to_string(),
+            label.clone(),
             ctx.nth,
             start,
-            ctx.duration,
+            sc.load.warmup.0 + ctx.duration,
             rec.clone(),
             ctx.sim,
         ))
@@ -336,7 +370,7 @@ where
         p.abort();
         let _ = p.await;
     }
-    let mut report = rec.finish(name.as_str(), weighted, in_flight, !ctx.sim);
+    let mut report = rec.finish(&label, weighted, in_flight, !ctx.sim);
     report.retries = retries.map(|ls| ls.iter().map(|l| l.stats().retries()).sum());
     report.ejections = res.outlier.is_some().then_some(ejections);
     report.breaker_opens = res.breaker.is_some().then_some(opens);

@@ -16,6 +16,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use tower::Service;
 
 use super::backend::{Answer, Backend};
+use super::load::{Sink, feed};
 use super::record::Recorder;
 
 /// What a virtual user sends.
@@ -81,6 +82,8 @@ pub struct Parts {
     pub overhead: Duration,
     /// Counts the picks per backend.
     pub rec: Arc<Recorder>,
+    /// Where the backend's load reports go (this endpoint's balancer).
+    pub reports: Arc<Sink>,
 }
 
 type BoxFuture = Pin<Box<dyn Future<Output = Result<LabResponse, EndpointError>> + Send>>;
@@ -98,13 +101,20 @@ impl Service<LabRequest> for Endpoint {
         let parts = &*self.0;
         parts.rec.pick(parts.idx);
         let overhead = parts.overhead;
+        let sink = parts.reports.clone();
         match parts.target.clone() {
             Target::Sim(backend) => Box::pin(async move {
                 let answer = backend.serve().await;
+                let report = backend.load_report(tokio::time::Instant::now());
                 if !overhead.is_zero() {
                     tokio::time::sleep(overhead).await;
                 }
-                respond(answer)
+                let mut out = respond(answer)?;
+                if let Some(v) = report.and_then(|r| http::HeaderValue::try_from(r).ok()) {
+                    out.headers_mut().insert(tower_lb::orca::HEADER, v);
+                }
+                feed(&sink, out.headers());
+                Ok(out)
             }),
             Target::Http { client, authority } => Box::pin(async move {
                 let mut parts = req.uri().clone().into_parts();
@@ -117,6 +127,7 @@ impl Service<LabRequest> for Endpoint {
                     .await
                     .map_err(|e| EndpointError(format!("request failed: {e}")))?;
                 let status = res.status();
+                let report = res.headers().get(tower_lb::orca::HEADER).cloned();
                 res.into_body()
                     .collect()
                     .await
@@ -126,6 +137,10 @@ impl Service<LabRequest> for Endpoint {
                 }
                 let mut out = http::Response::new(());
                 *out.status_mut() = status;
+                if let Some(v) = report {
+                    out.headers_mut().insert(tower_lb::orca::HEADER, v);
+                }
+                feed(&sink, out.headers());
                 Ok(out)
             }),
         }

@@ -62,8 +62,11 @@ impl Recorder {
         f(&mut self.state.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
+    /// The second of `t` in the measured run; `None` during a warm-up
+    /// (before `start`) and after the end.
     fn bucket(&self, t: Instant) -> Option<usize> {
-        (t < self.end).then(|| t.saturating_duration_since(self.start).as_secs() as usize)
+        (t >= self.start && t < self.end)
+            .then(|| t.saturating_duration_since(self.start).as_secs() as usize)
     }
 
     /// An attempt was dispatched to backend `idx` (counted at dispatch, so

@@ -106,6 +106,10 @@ async fn accept(listener: TcpListener, backend: Arc<Backend>, tag: http::HeaderV
                             *res.status_mut() = http::StatusCode::from_u16(s)
                                 .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
                             res.headers_mut().insert(BACKEND_HEADER, tag);
+                            let report = backend.load_report(tokio::time::Instant::now());
+                            if let Some(v) = report.and_then(|r| http::HeaderValue::try_from(r).ok()) {
+                                res.headers_mut().insert(tower_lb::orca::HEADER, v);
+                            }
                             Ok::<_, EndpointError>(res)
                         }
                     }

@@ -9,11 +9,12 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use tokio::time::Instant;
 
+use super::load::LoadSettings;
 use super::{Balance, Built, Entry, Label, MakeObserver, Member, Shared, Snapshot};
 use crate::breaker::CircuitBreakerConfig;
 use crate::classify::ErrIsFailure;
 use crate::endpoint::{
-    DEFAULT_DECAY, DEFAULT_FAILURE_DECAY, DEFAULT_FAILURE_PENALTY, DEFAULT_RTT, EndpointMeta,
+    Cap, DEFAULT_DECAY, DEFAULT_FAILURE_DECAY, DEFAULT_FAILURE_PENALTY, DEFAULT_RTT, EndpointMeta,
     Model, Rates, SlowStart,
 };
 use crate::error::{ConfigError, check_bounded, check_positive, check_weight};
@@ -50,6 +51,7 @@ pub(crate) struct Settings<K, S> {
     failure_penalty: Duration,
     failure_decay: Duration,
     slow_start: Option<SlowStart>,
+    pub(super) load: LoadSettings,
     seed: Option<u64>,
     breaker: Option<CircuitBreakerConfig>,
     outlier: Option<OutlierDetection>,
@@ -75,6 +77,7 @@ impl<K, S> Builder<K, S> {
                 failure_penalty: DEFAULT_FAILURE_PENALTY,
                 failure_decay: DEFAULT_FAILURE_DECAY,
                 slow_start: None,
+                load: LoadSettings::default(),
                 seed: None,
                 breaker: None,
                 outlier: None,
@@ -250,7 +253,8 @@ impl<K, S, P, C> Builder<K, S, P, C> {
     /// A [`ConfigError`] naming the first invalid field: `weight`,
     /// `endpoint` (a duplicate key), `max_in_flight`, `timeout`, `decay`,
     /// `default_rtt`, `failure_penalty`, `failure_decay`, `panic_threshold`,
-    /// `slow_start.*`, or the picker's own fields (`choices`, `vnodes`, ...).
+    /// `slow_start.*`, `load_report_expiry`, `adaptive_concurrency.*`, or the
+    /// picker's own fields (`choices`, `vnodes`, ...).
     pub fn build(self) -> Result<Balance<K, S, P, C>, ConfigError>
     where
         K: Hash + Eq,
@@ -274,6 +278,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         if let Some(ss) = &cfg.slow_start {
             ss.validate()?;
         }
+        cfg.load.validate()?;
         check_positive("decay", cfg.decay)?;
         check_positive("failure_decay", cfg.failure_decay)?;
         check_bounded("default_rtt", cfg.default_rtt)?;
@@ -325,6 +330,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
                 failure_penalty: c.failure_penalty,
                 failure_decay: c.failure_decay,
                 slow_start: c.slow_start,
+                load: c.load,
                 seed: c.seed,
                 breaker: c.breaker.clone(),
                 outlier: c.outlier.clone(),
@@ -367,6 +373,8 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             default_rtt_ns: cfg.default_rtt.as_nanos() as f64,
             penalty_ns: cfg.failure_penalty.as_nanos() as f64,
             slow_start: cfg.slow_start,
+            report_expiry_ns: crate::time::nanos(cfg.load.report_expiry),
+            adaptive: cfg.load.adaptive,
             judge: Arc::clone(&health) as _,
         });
         let observer = cfg.observer.map(|make| {
@@ -383,7 +391,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             model,
             health,
             rng: RngSource::new(cfg.seed),
-            cap: cfg.cap,
+            cap: Cap::new(cfg.cap, cfg.load.adaptive.is_some()),
             timeout: cfg.timeout,
             next_id: AtomicU64::new(0),
             labels: cfg.labels,

@@ -53,6 +53,7 @@ mod discover;
 mod future;
 mod handle;
 mod layer;
+mod load;
 mod observe;
 mod service;
 mod snapshot;
@@ -187,7 +188,7 @@ pub(crate) struct Shared<K, S, P: Picker, C> {
     pub(crate) model: Arc<Model>,
     pub(crate) health: Arc<Health>,
     pub(crate) rng: RngSource,
-    pub(crate) cap: Option<usize>,
+    pub(crate) cap: crate::endpoint::Cap,
     pub(crate) timeout: Option<Duration>,
     pub(crate) next_id: AtomicU64,
     pub(crate) labels: Option<Label<K>>,

@@ -13,6 +13,10 @@
 //!   (see [`PeakEwma`](crate::pick::PeakEwma) for how a pick uses them).
 //! * **Placement:** weight, slow-start ramp, [`EndpointMeta`] (locality,
 //!   priority, labels), draining.
+//! * **Reported load:** the endpoint's last [ORCA load report](crate::orca),
+//!   trusted for a bounded time, and A58's weight inputs.
+//! * **Concurrency limit:** with [`AdaptiveConcurrency`], a limit on calls in
+//!   flight learned from latency against the floor.
 //! * **Health inputs:** the endpoint's circuit breaker and outlier counters,
 //!   which the [health owner](crate::health) reads and writes.
 //!
@@ -26,8 +30,10 @@
 
 mod ewma;
 mod inflight;
+mod limit;
 mod meta;
 mod parallelism;
+mod reported;
 mod slow_start;
 mod state;
 
@@ -37,13 +43,19 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 pub use inflight::InFlight;
+pub use limit::{
+    AdaptiveConcurrency, DEFAULT_GROWTH, DEFAULT_INITIAL_LIMIT, DEFAULT_MAX_LIMIT,
+    DEFAULT_MIN_LIMIT, DEFAULT_SMOOTHING, DEFAULT_TOLERANCE, DROP_FACTOR, MAX_LIMIT,
+};
 pub use meta::{EndpointMeta, Locality};
+pub use reported::ReportedLoad;
 pub use slow_start::SlowStart;
 pub use state::{EndpointState, Estimate};
 
 pub(crate) use state::Birth;
 
-pub(crate) use ewma::Rates;
+pub(crate) use ewma::{Rates, decay};
+pub(crate) use limit::Cap;
 
 use crate::breaker::Ticket;
 use crate::classify::Outcome;
@@ -79,6 +91,10 @@ pub(crate) struct Model {
     pub(crate) default_rtt_ns: f64,
     pub(crate) penalty_ns: f64,
     pub(crate) slow_start: Option<SlowStart>,
+    /// How long a load report is trusted, in ns.
+    pub(crate) report_expiry_ns: u64,
+    /// Adaptive per-endpoint concurrency limits, when on.
+    pub(crate) adaptive: Option<AdaptiveConcurrency>,
     /// The health owner: breakers, outlier detection, events, metrics.
     pub(crate) judge: Arc<dyn Judge>,
 }
@@ -90,6 +106,8 @@ impl std::fmt::Debug for Model {
             .field("default_rtt_ns", &self.default_rtt_ns)
             .field("penalty_ns", &self.penalty_ns)
             .field("slow_start", &self.slow_start)
+            .field("report_expiry_ns", &self.report_expiry_ns)
+            .field("adaptive", &self.adaptive)
             .finish_non_exhaustive()
     }
 }

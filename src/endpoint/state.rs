@@ -8,10 +8,12 @@ use arc_swap::ArcSwap;
 use tokio::time::Instant;
 
 use super::ewma::{Ewma, Rates, decay};
+use super::limit::Limit;
 use super::parallelism::Parallelism;
+use super::reported::Reported;
 use super::{EndpointMeta, EndpointObserver, InFlight, MAX_RETRY_AFTER_PENALTY, Model};
 use crate::breaker::CircuitBreaker;
-use crate::classify::Outcome;
+use crate::classify::{FailureKind, Outcome};
 use crate::outlier::HostStats;
 
 /// The floor latency of the parallelism estimate creeps up this many times
@@ -54,6 +56,10 @@ pub struct EndpointState {
     /// Takes no new picks while set; in-flight calls finish.
     draining: AtomicBool,
     meta: ArcSwap<EndpointMeta>,
+    /// The adaptive concurrency limit (+∞ while limits are off).
+    limit: Limit,
+    /// What the endpoint reported about its own load.
+    pub(super) reported: Reported,
     pub(super) model: Arc<Model>,
     pub(super) observer: Option<Box<dyn EndpointObserver>>,
 }
@@ -119,6 +125,8 @@ impl EndpointState {
             counted: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             meta: ArcSwap::from_pointee(birth.meta),
+            limit: Limit::new(model.adaptive.as_ref()),
+            reported: Reported::new(),
             model: Arc::clone(model),
             observer: birth.observer,
         }
@@ -201,11 +209,32 @@ impl EndpointState {
         self.hot.parallelism.get()
     }
 
+    /// The floor latency in ns (+∞ before the first successful call).
+    #[inline(always)]
+    pub(crate) fn floor_ns(&self) -> f64 {
+        self.hot.parallelism.floor()
+    }
+
     /// The unloaded ("floor") latency the parallelism estimate is measured
     /// against; `None` before the first successful call.
     pub fn floor_latency(&self) -> Option<Duration> {
         let f = self.hot.parallelism.floor();
         f.is_finite().then(|| Duration::from_nanos(f as u64))
+    }
+
+    /// The adaptive concurrency limit: requests this endpoint may have in
+    /// flight (see [`AdaptiveConcurrency`](super::AdaptiveConcurrency));
+    /// `None` while the balancer has no adaptive limits.
+    pub fn concurrency_limit(&self) -> Option<f64> {
+        let l = self.limit.get();
+        l.is_finite().then_some(l)
+    }
+
+    /// The in-flight count at which this endpoint takes no more calls under
+    /// its adaptive limit (`in_flight < limit` admits): `ceil(limit)`.
+    #[inline(always)]
+    pub(crate) fn adaptive_cap(&self) -> usize {
+        self.limit.get().ceil() as usize
     }
 
     /// Outlier-detection counters and ejection state.
@@ -351,6 +380,11 @@ impl EndpointState {
             Outcome::Success => (lat, false),
             Outcome::Failure(kind) => {
                 self.failures.fetch_add(1, Ordering::Relaxed);
+                if let (Some(cfg), FailureKind::Timeout | FailureKind::Overloaded { .. }) =
+                    (&self.model.adaptive, kind)
+                {
+                    self.limit.dropped(cfg);
+                }
                 if kind.is_hard() {
                     let penalty = kind.retry_after().map_or(self.model.penalty_ns, |d| {
                         crate::time::nanos(d.min(MAX_RETRY_AFTER_PENALTY)) as f64
@@ -371,6 +405,10 @@ impl EndpointState {
                     decay(dt, rates.latency * (1.0 / FLOOR_DECAY_FACTOR)),
                 )
             });
+            if let Some(cfg) = &self.model.adaptive {
+                let floor = self.hot.parallelism.floor();
+                self.limit.observe(cfg, sample, floor, concurrency);
+            }
         }
     }
 }

@@ -7,11 +7,11 @@ use tokio::time::Instant;
 
 use super::Health;
 use super::census::{CHECK, EJECTED, Route};
-use crate::endpoint::{EndpointState, InFlight};
+use crate::endpoint::{Cap, EndpointState, InFlight};
 use crate::error::{Error, Refusal, Unavailable};
 
 impl Health {
-    /// Takes an in-flight slot on `state` (unless it has `cap`) and a permit
+    /// Takes an in-flight slot on `state` (unless it is at its `cap`) and a permit
     /// from its breaker (unless the breaker refuses), and starts the call's
     /// clock. `None` when either is refused: the slot is given back.
     ///
@@ -23,11 +23,11 @@ impl Health {
     pub(crate) fn admit(
         &self,
         state: &Arc<EndpointState>,
-        cap: Option<usize>,
+        cap: Cap,
         now: Instant,
         now_ns: u64,
     ) -> Option<InFlight> {
-        let guard = state.try_acquire(cap)?;
+        let guard = state.try_acquire(cap.of(state))?;
         let ticket = match state.breaker() {
             Some(b) => Some(b.acquire_ticket(now).ok()?),
             None => None,
@@ -36,21 +36,21 @@ impl Health {
     }
 
     /// Why no endpoint of `states` took the call, counted once per
-    /// endpoint: `Overloaded` when every endpoint is at its cap, else
+    /// endpoint: `Overloaded` when every endpoint is at its cap (fixed or adaptive), else
     /// `AllUnavailable` with the reasons and the time until the first
     /// breaker admits a probe. O(n); only on a refusal.
     pub(crate) fn explain<E>(
         &self,
         states: &[Arc<EndpointState>],
         route: Route,
-        cap: Option<usize>,
+        cap: Cap,
         now: Instant,
     ) -> Error<E> {
         let mut u = Unavailable::default();
         let soft = route != Route::Panic;
         for s in states {
             let bits = s.health_bits();
-            if cap.is_some_and(|c| s.in_flight() >= c) {
+            if cap.reached(s) {
                 u.capped += 1;
             } else if soft && bits & EJECTED != 0 {
                 u.ejected += 1;

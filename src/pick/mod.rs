@@ -27,6 +27,7 @@
 //! | [`LeastInFlight`] | full scan, fewest in-flight per unit weight, random tie-break |
 //! | [`P2cLeastInFlight`] | two weighted-random candidates, fewer in-flight wins |
 //! | [`LeastResponseTime`] | full scan, lowest latency estimate (starves others; for comparison) |
+//! | [`OrcaRoundRobin`] | smooth weighted round robin, weights from the endpoints' [load reports](crate::orca) (gRPC A58) |
 //! | [`PeakEwma`] (default) | lowest `(est + k·spread)·(in_flight/p + 1) / (weight·(1−f)²)` among `choices` candidates (`p` learned parallelism, `f` failure ratio) |
 //! | [`KeyHash`] | `hash(key) mod n`: request affinity, not consistent (the published study's IP hash) |
 //! | [`RingHash`] | ketama-style ring, points per weight unit, optional bounded load |
@@ -37,6 +38,7 @@ pub mod hash;
 pub mod key;
 mod least_in_flight;
 mod least_response_time;
+mod orca_round_robin;
 mod p2c_least_in_flight;
 mod peak_ewma;
 mod pool;
@@ -56,6 +58,10 @@ pub use key::{ClientIp, ForwardedFor, Header, Path};
 pub use key::{KeyFn, RequestKey, key_fn};
 pub use least_in_flight::LeastInFlight;
 pub use least_response_time::LeastResponseTime;
+pub use orca_round_robin::{
+    DEFAULT_BLACKOUT, DEFAULT_ERROR_PENALTY, DEFAULT_WEIGHT_UPDATE_PERIOD, MIN_WEIGHT_UPDATE_PERIOD,
+    OrcaRoundRobin, WeightTable,
+};
 pub use p2c_least_in_flight::P2cLeastInFlight;
 pub use peak_ewma::PeakEwma;
 pub use pool::Pool;

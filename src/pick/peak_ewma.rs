@@ -1,10 +1,11 @@
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::{
     MAX_CHOICES, Pick, Picker, Pool, best_of_fraction, cost_key, key_winner, three_distinct,
 };
-use crate::endpoint::EndpointState;
-use crate::error::ConfigError;
+use crate::endpoint::{EndpointState, decay};
+use crate::error::{ConfigError, check_positive};
 
 /// Default number of candidates compared per pick.
 ///
@@ -19,6 +20,12 @@ pub const DEFAULT_CHOICES: usize = 3;
 /// Default weight `k` of the spread term in `est + k·spread`: one deviation,
 /// so a replica whose latency swings is charged for its worst typical case.
 pub const DEFAULT_SPREAD_FACTOR: f64 = 1.0;
+
+/// Default fade of reported utilization: 1 s. Queues change on the scale of
+/// a service time; a balancer that has not heard from an endpoint for a
+/// second no longer knows its queue, while its service time (the floor)
+/// stays known.
+pub const DEFAULT_UTILIZATION_FADE: Duration = Duration::from_secs(1);
 
 /// Floor of the success ratio in the cost, so a dead endpoint costs a large
 /// but finite multiple (10⁴×) and can still be chosen when nothing else can.
@@ -52,6 +59,28 @@ const MIN_SUCCESS: f64 = 0.01;
 /// `PeakEwma::classic()` (`choices = 2`, `k = 0`, `p = 1`) is tower's and
 /// Finagle's formula, kept for comparison.
 ///
+/// # Server-reported utilization
+///
+/// With [`utilization(true)`](Self::utilization) (registry name
+/// `peak_ewma_orca`), an endpoint's [load report](crate::orca) raises its
+/// latency estimate to at least `floor · max(1, u · e^(−age/fade))`, where
+/// `floor` is its unloaded latency and `u` the utilization it reported
+/// (application, else CPU; above 1 when requests queue), `age` ago:
+///
+/// * load other balancers sent shows at once, before this balancer's own
+///   latency samples catch up;
+/// * reported load fades within [`utilization_fade`](Self::utilization_fade)
+///   (default 1 s), so a stale report of a busy endpoint cannot keep it out;
+/// * an endpoint that reported while idle keeps its floor instead of
+///   decaying toward zero: its service time is known, so it is not probed
+///   again until its report expires
+///   ([`Builder::load_report_expiry`](crate::balance::Builder::load_report_expiry)).
+///   In the lab's `orca-many-clients` this is what halves the share sent to
+///   the slowest replica.
+///
+/// Endpoints without a report, or before their first successful call, are
+/// costed as usual.
+///
 /// ```
 /// use tower_lb::pick::PeakEwma;
 /// let p = PeakEwma::default().choices(4).spread_factor(0.5);
@@ -61,6 +90,10 @@ pub struct PeakEwma {
     choices: usize,
     spread_factor: f64,
     learn_parallelism: bool,
+    utilization: bool,
+    fade: Duration,
+    /// `1 / fade` in ns⁻¹.
+    fade_rate: f64,
 }
 
 impl Default for PeakEwma {
@@ -69,6 +102,9 @@ impl Default for PeakEwma {
             choices: DEFAULT_CHOICES,
             spread_factor: DEFAULT_SPREAD_FACTOR,
             learn_parallelism: true,
+            utilization: false,
+            fade: DEFAULT_UTILIZATION_FADE,
+            fade_rate: 1.0 / DEFAULT_UTILIZATION_FADE.as_nanos() as f64,
         }
     }
 }
@@ -85,6 +121,7 @@ impl PeakEwma {
             choices: 2,
             spread_factor: 0.0,
             learn_parallelism: false,
+            ..Self::default()
         }
     }
 
@@ -93,6 +130,22 @@ impl PeakEwma {
     /// request at a time (Finagle's formula).
     pub fn learn_parallelism(mut self, on: bool) -> Self {
         self.learn_parallelism = on;
+        self
+    }
+
+    /// Whether endpoints' reported utilization raises their cost (default
+    /// false; see [Server-reported utilization](#server-reported-utilization)).
+    pub fn utilization(mut self, on: bool) -> Self {
+        self.utilization = on;
+        self
+    }
+
+    /// How fast reported utilization fades with the report's age: the time
+    /// constant of `e^(−age/fade)`, > 0 and at most a year (checked by
+    /// `Balance::build`, field `utilization_fade`). Default 1 s.
+    pub fn utilization_fade(mut self, fade: Duration) -> Self {
+        self.fade = fade;
+        self.fade_rate = 1.0 / fade.as_nanos().max(1) as f64;
         self
     }
 
@@ -133,8 +186,18 @@ impl PeakEwma {
         // replica failing half its calls costs 4× and a dead one (f → 1)
         // is left alone until its failures are forgiven.
         let ok = (1.0 - e.failure_rate).max(MIN_SUCCESS);
+        let mut est = e.mean_ns;
+        if self.utilization
+            && let Some((u, age)) = state.utilization_at(cx.now_ns)
+        {
+            // +∞ before the first success: then the estimate stands.
+            let floor = state.floor_ns();
+            if floor.is_finite() {
+                est = est.max(floor * (u * decay(age, self.fade_rate)).max(1.0));
+            }
+        }
         (
-            (e.mean_ns + self.spread_factor * e.spread_ns) * (state.in_flight() as i64 as f64 + p),
+            (est + self.spread_factor * e.spread_ns) * (state.in_flight() as i64 as f64 + p),
             p * cx.weight(i) * ok * ok,
         )
     }
@@ -143,7 +206,9 @@ impl PeakEwma {
 impl Picker for PeakEwma {
     type Table = ();
     fn name(&self) -> &'static str {
-        if self.choices == 2 && self.spread_factor == 0.0 && !self.learn_parallelism {
+        if self.utilization {
+            "peak_ewma_orca"
+        } else if self.choices == 2 && self.spread_factor == 0.0 && !self.learn_parallelism {
             "p2c_peak_ewma"
         } else {
             "peak_ewma"
@@ -163,6 +228,7 @@ impl Picker for PeakEwma {
         if !(k.is_finite() && k >= 0.0) {
             return Err(ConfigError::new("spread_factor", k, "a finite number >= 0"));
         }
+        check_positive("utilization_fade", self.fade)?;
         Ok(())
     }
 }
@@ -209,6 +275,54 @@ mod tests {
         );
         assert_eq!(field(PeakEwma::new().spread_factor(-1.0)), "spread_factor");
         assert!(PeakEwma::new().choices(16).validate().is_ok());
+        for d in [Duration::ZERO, Duration::MAX] {
+            assert_eq!(field(PeakEwma::new().utilization_fade(d)), "utilization_fade");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reported_utilization_raises_the_cost_and_fades() {
+        use crate::classify::Outcome;
+        use crate::orca::LoadReport;
+        let f = Fixture::new(&[1.0, 1.0]);
+        let now_ns = || f.model.nanos(tokio::time::Instant::now());
+        for s in &f.states {
+            s.record(Outcome::Success, 50_000_000, now_ns(), 1);
+        }
+        let p = PeakEwma::new().utilization(true).spread_factor(0.0);
+        assert_eq!(p.name(), "peak_ewma_orca");
+        let busy = LoadReport::new().with_application_utilization(4.0);
+        f.states[0].record_load(&busy, now_ns());
+        let cx = f.cx(&());
+        // 4x the floor against the estimate of 50 ms.
+        assert!((p.cost(&cx, 0) / p.cost(&cx, 1) - 4.0).abs() < 1e-6);
+        assert_eq!(PeakEwma::new().cost(&cx, 0), PeakEwma::new().cost(&cx, 1));
+        assert_eq!(f.counts(&p, 100), [0, 100]);
+        // Faded after 10 fade times: the floor is left (50 ms), while the
+        // other endpoint's estimate decays with the 10 s latency τ.
+        tokio::time::advance(DEFAULT_UTILIZATION_FADE * 10).await;
+        let cx = f.cx(&());
+        assert!((p.cost(&cx, 0) - 50e6).abs() < 1.0, "{}", p.cost(&cx, 0));
+        assert!((p.cost(&cx, 1) - 50e6 * (-1.0f64).exp()).abs() < 1e3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_reporter_keeps_its_floor_until_the_report_expires() {
+        use crate::classify::Outcome;
+        use crate::orca::{DEFAULT_REPORT_EXPIRY, LoadReport};
+        let f = Fixture::new(&[1.0]);
+        let s = &f.states[0];
+        s.record(Outcome::Success, 300_000_000, 0, 1);
+        s.record_load(&LoadReport::new().with_cpu_utilization(0.1), 0);
+        let p = PeakEwma::new().utilization(true).spread_factor(0.0);
+        // 30 s idle: the estimate has decayed to 5% of 300 ms; the cost stays at the floor.
+        tokio::time::advance(Duration::from_secs(30)).await;
+        let cx = f.cx(&());
+        assert!((p.cost(&cx, 0) - 300e6).abs() < 1.0, "{}", p.cost(&cx, 0));
+        assert!(PeakEwma::new().spread_factor(0.0).cost(&cx, 0) < 20e6);
+        tokio::time::advance(DEFAULT_REPORT_EXPIRY).await;
+        let cx = f.cx(&());
+        assert!(p.cost(&cx, 0) < 1e6, "expired: {}", p.cost(&cx, 0));
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::sampler::Sampler;
-use crate::endpoint::{EndpointState, Estimate, Rates};
+use crate::endpoint::{Cap, EndpointState, Estimate, Rates};
 use crate::health::{BREAKER, Route, SOFT};
 use crate::rng::{RngSource, below};
 
@@ -22,7 +22,7 @@ pub struct Pool<'a, T> {
     pub(crate) now_ns: u64,
     pub(crate) rates: Rates,
     pub(crate) rng: &'a RngSource,
-    pub(crate) cap: Option<usize>,
+    pub(crate) cap: Cap,
     /// Ids of endpoints this request should avoid (tried by a retry).
     pub(crate) avoid: &'a [u64],
     /// How health restricts this pick (from the census).
@@ -33,7 +33,7 @@ impl<'a, T> Pool<'a, T> {
     /// True when nothing can make an endpoint unavailable for this pick.
     #[inline(always)]
     fn unrestricted(&self) -> bool {
-        self.cap.is_none() && self.route == Route::Healthy && self.avoid.is_empty()
+        self.cap.is_unlimited() && self.route == Route::Healthy && self.avoid.is_empty()
     }
 
     /// Number of endpoints in the pool (available or not).
@@ -54,7 +54,8 @@ impl<'a, T> Pool<'a, T> {
         &self.states[i]
     }
 
-    /// Whether endpoint `i` may take this request: not at its in-flight cap,
+    /// Whether endpoint `i` may take this request: not at its in-flight cap
+    /// (fixed, or [adaptive](crate::endpoint::AdaptiveConcurrency)),
     /// healthy as far as the [health owner](crate::health) goes (not ejected
     /// or failing its active check, unless the balancer is in panic; its
     /// circuit breaker admitting a call), and not one this request was asked
@@ -70,7 +71,7 @@ impl<'a, T> Pool<'a, T> {
             return true;
         }
         let s = &self.states[i];
-        if self.cap.is_some_and(|cap| s.in_flight() >= cap) {
+        if self.cap.reached(s) {
             return false;
         }
         if self.route != Route::Healthy {

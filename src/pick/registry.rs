@@ -8,8 +8,8 @@ use super::hash::{HashTable, MaglevTable, Ring};
 use super::key::RequestKey;
 use super::weighted_round_robin::Schedule;
 use super::{
-    KeyHash, LeastInFlight, LeastResponseTime, Maglev, P2cLeastInFlight, PeakEwma, Pick, Picker,
-    Pool, Random, RingHash, RoundRobin, WeightedRoundRobin,
+    KeyHash, LeastInFlight, LeastResponseTime, Maglev, OrcaRoundRobin, P2cLeastInFlight, PeakEwma,
+    Pick, Picker, Pool, Random, RingHash, RoundRobin, WeightTable, WeightedRoundRobin,
 };
 use crate::endpoint::EndpointState;
 use crate::error::ConfigError;
@@ -118,6 +118,8 @@ registry! {
     "least_response_time" => LeastResponseTime(LeastResponseTime, ()) = |_key| LeastResponseTime::new();
     "p2c_peak_ewma" => P2cPeakEwma(PeakEwma, ()) = |_key| PeakEwma::classic();
     "peak_ewma" => PeakEwma(PeakEwma, ()) = |_key| PeakEwma::default();
+    "peak_ewma_orca" => PeakEwmaOrca(PeakEwma, ()) = |_key| PeakEwma::default().utilization(true);
+    "orca_round_robin" => OrcaRoundRobin(OrcaRoundRobin, WeightTable) = |_key| OrcaRoundRobin::new();
     "key_hash" => KeyHash(KeyHash<E>, HashTable<(), ()>) = |key| KeyHash::new(key);
     "ring_hash" => RingHash(RingHash<E>, HashTable<Ring, ()>) = |key| RingHash::new(key);
     "maglev" => Maglev(Maglev<E>, HashTable<MaglevTable, ()>) = |key| Maglev::new(key);

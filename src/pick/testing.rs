@@ -6,7 +6,7 @@ use tokio::time::Instant;
 
 use super::sampler::Sampler;
 use super::{Pick, Pool};
-use crate::endpoint::{Birth, EndpointMeta, EndpointState, Model, Rates};
+use crate::endpoint::{Birth, Cap, EndpointMeta, EndpointState, Model, Rates};
 use crate::health::{Events, Health, PanicMode, Route, Settings};
 use crate::rng::RngSource;
 
@@ -15,7 +15,7 @@ pub(crate) struct Fixture {
     pub(crate) sampler: Sampler,
     pub(crate) model: Arc<Model>,
     pub(crate) rng: RngSource,
-    pub(crate) cap: Option<usize>,
+    pub(crate) cap: Cap,
 }
 
 impl Fixture {
@@ -40,6 +40,8 @@ impl Fixture {
             default_rtt_ns: 30e6,
             penalty_ns: 1e9,
             slow_start: None,
+            report_expiry_ns: crate::time::nanos(crate::orca::DEFAULT_REPORT_EXPIRY),
+            adaptive: None,
             judge: health,
         });
         let states = weights
@@ -64,7 +66,7 @@ impl Fixture {
             sampler: Sampler::new(weights),
             model,
             rng: RngSource::new(Some(42)),
-            cap: None,
+            cap: Cap::default(),
         }
     }
 

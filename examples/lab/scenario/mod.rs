@@ -17,7 +17,7 @@ use super::peers::PeerSpec;
 
 mod resilience;
 
-pub use resilience::{Resilience, RetrySpec};
+pub use resilience::{AdaptiveSpec, Resilience, RetrySpec};
 
 /// The scenarios shipped with the lab, by name (the files are compiled in, so
 /// `--scenario NAME` works from any directory).
@@ -43,6 +43,11 @@ pub const SHIPPED: &[(&str, &str)] = &[
         include_str!("../scenarios/failover-ejection.toml"),
     ),
     ("hop", include_str!("../scenarios/hop.toml")),
+    (
+        "orca-many-clients",
+        include_str!("../scenarios/orca-many-clients.toml"),
+    ),
+    ("overload", include_str!("../scenarios/overload.toml")),
 ];
 
 /// A whole scenario file.
@@ -99,6 +104,12 @@ pub struct Load {
     /// the published study (about 3 ms). Default 0.
     #[serde(default)]
     pub overhead: Dur,
+    /// Run this long before measuring (every picker, unrecorded): the
+    /// table then shows the steady state, not the cold start or a
+    /// picker's blackout. Event and stage times count from the start of
+    /// the warm-up. Default 0.
+    #[serde(default)]
+    pub warmup: Dur,
     /// Where the `X-Forwarded-For` client IP of each request comes from.
     #[serde(default)]
     pub client_ips: ClientIps,
@@ -150,6 +161,9 @@ pub struct BackendSpec {
     /// Changes over time, applied in `at` order.
     #[serde(default)]
     pub events: Vec<EventSpec>,
+    /// Whether answers carry an ORCA load report (see the lab's `load`).
+    #[serde(default)]
+    pub reports: bool,
 }
 
 /// A change of one backend at time `at`; each field present changes that
@@ -476,6 +490,9 @@ impl Scenario {
         }
         if let Some(o) = &self.resilience.outlier {
             o.config()?;
+        }
+        if let Some(a) = &self.resilience.adaptive_concurrency {
+            a.config()?;
         }
         if let Some(p) = self.resilience.panic_threshold
             && !(0.0..=100.0).contains(&p)

@@ -27,6 +27,68 @@ pub struct Resilience {
     /// all of them (library default 50).
     #[serde(default)]
     pub panic_threshold: Option<f64>,
+    /// `[resilience.adaptive_concurrency]`: adaptive per-endpoint limits
+    /// inside each balancer.
+    #[serde(default)]
+    pub adaptive_concurrency: Option<AdaptiveSpec>,
+}
+
+/// `[resilience.adaptive_concurrency]`: each field absent keeps the
+/// library's default.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdaptiveSpec {
+    /// Latency over the floor still counted as unqueued (a factor).
+    #[serde(default)]
+    pub tolerance: Option<f64>,
+    /// Relative growth per update while latency stays near the floor.
+    #[serde(default)]
+    pub growth: Option<f64>,
+    /// How far each update moves the limit toward its target.
+    #[serde(default)]
+    pub smoothing: Option<f64>,
+    /// A new endpoint's limit.
+    #[serde(default)]
+    pub initial_limit: Option<usize>,
+    /// The lowest limit.
+    #[serde(default)]
+    pub min_limit: Option<usize>,
+    /// The highest limit.
+    #[serde(default)]
+    pub max_limit: Option<usize>,
+    /// Run every picker twice, without limits and with them (`name+limits`).
+    #[serde(default)]
+    pub compare: bool,
+}
+
+impl AdaptiveSpec {
+    /// The library configuration.
+    pub fn config(&self) -> Result<tower_lb::endpoint::AdaptiveConcurrency, (String, String)> {
+        let mut c = tower_lb::endpoint::AdaptiveConcurrency::new();
+        if let Some(x) = self.tolerance {
+            c = c.tolerance(x);
+        }
+        if let Some(x) = self.growth {
+            c = c.growth(x);
+        }
+        if let Some(x) = self.smoothing {
+            c = c.smoothing(x);
+        }
+        if let Some(x) = self.initial_limit {
+            c = c.initial_limit(x);
+        }
+        if let Some(x) = self.min_limit {
+            c = c.min_limit(x);
+        }
+        if let Some(x) = self.max_limit {
+            c = c.max_limit(x);
+        }
+        c.validate().map_err(|e| {
+            let field = e.field().trim_start_matches("adaptive_concurrency.");
+            config_error("resilience.adaptive_concurrency", &[(e.field(), field)], &e)
+        })?;
+        Ok(c)
+    }
 }
 
 /// `[resilience.breaker]`: each field absent keeps the library's default.

@@ -148,7 +148,7 @@ mod tests {
         // Without a bound the home takes it.
         assert_eq!(place(&cx, None, &order, &rank, [0].into_iter()), Some(0));
         // Every endpoint at max_in_flight: none.
-        f.cap = Some(1);
+        f.cap = crate::endpoint::Cap::new(Some(1), false);
         let _h = [f.states[1].try_acquire(None), f.states[2].try_acquire(None)];
         let cx = f.cx(&());
         assert_eq!(place(&cx, Some(1.0), &order, &rank, [0].into_iter()), None);

@@ -231,7 +231,7 @@ mod tests {
         let p = ring();
         let t = Picker::table(&p, &f.states);
         let home = p.pick(&7, &f.cx(&t)).unwrap();
-        f.cap = Some(1);
+        f.cap = crate::endpoint::Cap::new(Some(1), false);
         let _busy = f.states[home].try_acquire(None);
         let next = p.pick(&7, &f.cx(&t)).unwrap();
         assert_ne!(next, home);

@@ -1,0 +1,379 @@
+//! Adaptive per-endpoint concurrency: a limit on requests in flight learned
+//! from latency, in the manner of Netflix's concurrency-limits (Gradient2)
+//! and Envoy's adaptive concurrency filter.
+//!
+//! After each successful call of latency `L` on an endpoint whose unloaded
+//! ("floor") latency is `F` (the model's, see
+//! [`EndpointState::floor_latency`](super::EndpointState::floor_latency)):
+//!
+//! * `g = clamp(tolerance · F / L, 1/2, 1)`: 1 while latency stays within
+//!   `tolerance` of the floor, smaller as queueing appears (at most halving
+//!   per update, so one outlier cannot collapse the limit);
+//! * `target = g · limit · (1 + growth)` (at least `limit + 1` when `g = 1`,
+//!   so small limits grow too), and `limit += smoothing · (target − limit)`.
+//!
+//! So the limit grows by `growth` while latency stays near the floor, and
+//! settles where `L ≈ tolerance · (1 + growth) · F`: a bounded queue instead
+//! of one that grows with the offered load. The growth is relative, not
+//! Gradient2's fixed queue allowance, so that many independent balancers,
+//! each with a small share of an endpoint, settle at the same latency as
+//! one balancer would. The limit does not grow while fewer than half of it
+//! are in flight (the caller, not the endpoint, limits the rate), and a
+//! call that times out or is shed by the endpoint (HTTP 429) cuts it by
+//! [`DROP_FACTOR`].
+//!
+//! An endpoint at its limit is skipped by every picker; when every endpoint
+//! is, the call fails at once with [`Error::Overloaded`](crate::Error::Overloaded).
+//! Limits stay within `min_limit..=max_limit`.
+//!
+//! The floor follows latency down at once and up only slowly (see
+//! [`PeakEwma`](crate::pick::PeakEwma)), so `tolerance` must cover the
+//! endpoint's natural spread: raise it for endpoints whose latency varies
+//! widely without load.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::EndpointState;
+use crate::error::ConfigError;
+
+/// Default tolerance: latency up to 1.25× the floor counts as unqueued.
+/// Envoy's adaptive concurrency adds a 25% buffer (`min_rtt_buffer`) to the
+/// measured minimum for the same purpose.
+pub const DEFAULT_TOLERANCE: f64 = 1.25;
+
+/// Default relative growth per update: 10%.
+pub const DEFAULT_GROWTH: f64 = 0.1;
+
+/// Default smoothing: 0.2, Gradient2's (`smoothing`).
+pub const DEFAULT_SMOOTHING: f64 = 0.2;
+
+/// Default initial limit: 20, Gradient2's `initialLimit`.
+pub const DEFAULT_INITIAL_LIMIT: usize = 20;
+
+/// Default lowest limit: 1. A client-side balancer's share of an endpoint
+/// may be a request or two; a server-side limiter's floor (Gradient2's 20)
+/// would never shed.
+pub const DEFAULT_MIN_LIMIT: usize = 1;
+
+/// Default highest limit: 1000, Envoy's `max_concurrency_limit`.
+pub const DEFAULT_MAX_LIMIT: usize = 1000;
+
+/// Highest `max_limit` accepted: a million requests in flight per endpoint.
+pub const MAX_LIMIT: usize = 1_000_000;
+
+/// A call that timed out or was shed (HTTP 429) cuts the limit by this
+/// factor: 0.9, concurrency-limits' AIMD `backoffRatio`.
+pub const DROP_FACTOR: f64 = 0.9;
+
+/// Adaptive per-endpoint concurrency limits
+/// ([`Builder::adaptive_concurrency`](crate::balance::Builder::adaptive_concurrency));
+/// off by default. Setters never fail; the build validates.
+///
+/// ```
+/// use tower_lb::endpoint::AdaptiveConcurrency;
+/// let limits = AdaptiveConcurrency::new().tolerance(1.5).max_limit(200);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdaptiveConcurrency {
+    pub(crate) initial: usize,
+    pub(crate) min: usize,
+    pub(crate) max: usize,
+    pub(crate) tolerance: f64,
+    pub(crate) growth: f64,
+    pub(crate) smoothing: f64,
+}
+
+impl Default for AdaptiveConcurrency {
+    fn default() -> Self {
+        Self {
+            initial: DEFAULT_INITIAL_LIMIT,
+            min: DEFAULT_MIN_LIMIT,
+            max: DEFAULT_MAX_LIMIT,
+            tolerance: DEFAULT_TOLERANCE,
+            growth: DEFAULT_GROWTH,
+            smoothing: DEFAULT_SMOOTHING,
+        }
+    }
+}
+
+impl AdaptiveConcurrency {
+    /// The defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The limit of a new endpoint, in `min_limit..=max_limit` (default 20).
+    pub fn initial_limit(mut self, n: usize) -> Self {
+        self.initial = n;
+        self
+    }
+
+    /// The lowest limit, `>= 1` (default 1).
+    pub fn min_limit(mut self, n: usize) -> Self {
+        self.min = n;
+        self
+    }
+
+    /// The highest limit, in `min_limit..=1_000_000` (default 1000).
+    pub fn max_limit(mut self, n: usize) -> Self {
+        self.max = n;
+        self
+    }
+
+    /// How far above the floor latency may go before the limit falls: a
+    /// finite factor in `1..=100` (default 1.25).
+    pub fn tolerance(mut self, factor: f64) -> Self {
+        self.tolerance = factor;
+        self
+    }
+
+    /// Relative growth per update while latency stays near the floor, in
+    /// `0..=1` (default 0.1).
+    pub fn growth(mut self, fraction: f64) -> Self {
+        self.growth = fraction;
+        self
+    }
+
+    /// How far each update moves the limit toward its target, in `(0, 1]`
+    /// (default 0.2).
+    pub fn smoothing(mut self, fraction: f64) -> Self {
+        self.smoothing = fraction;
+        self
+    }
+
+    /// Checks the settings; the balancer's build calls it.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming the field (`adaptive_concurrency.min_limit`,
+    /// `.max_limit`, `.initial_limit`, `.tolerance`, `.growth`, `.smoothing`).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.min < 1 {
+            return Err(ConfigError::new(
+                "adaptive_concurrency.min_limit",
+                self.min,
+                "an integer >= 1",
+            ));
+        }
+        if self.max < self.min || self.max > MAX_LIMIT {
+            return Err(ConfigError::new(
+                "adaptive_concurrency.max_limit",
+                self.max,
+                "an integer in min_limit..=1000000",
+            ));
+        }
+        if !(self.min..=self.max).contains(&self.initial) {
+            return Err(ConfigError::new(
+                "adaptive_concurrency.initial_limit",
+                self.initial,
+                "an integer in min_limit..=max_limit",
+            ));
+        }
+        if !(self.tolerance.is_finite() && (1.0..=100.0).contains(&self.tolerance)) {
+            return Err(ConfigError::new(
+                "adaptive_concurrency.tolerance",
+                self.tolerance,
+                "a finite number in 1..=100",
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.growth) {
+            return Err(ConfigError::new(
+                "adaptive_concurrency.growth",
+                self.growth,
+                "a number in 0..=1",
+            ));
+        }
+        if !(self.smoothing > 0.0 && self.smoothing <= 1.0) {
+            return Err(ConfigError::new(
+                "adaptive_concurrency.smoothing",
+                self.smoothing,
+                "a number in (0, 1]",
+            ));
+        }
+        Ok(())
+    }
+
+    fn clamp(&self, limit: f64) -> f64 {
+        limit.clamp(self.min as f64, self.max as f64)
+    }
+}
+
+/// One endpoint's current limit (`f64` bits; +∞ while limits are off).
+#[derive(Debug)]
+pub(crate) struct Limit(AtomicU64);
+
+impl Limit {
+    pub(crate) fn new(cfg: Option<&AdaptiveConcurrency>) -> Self {
+        let l = cfg.map_or(f64::INFINITY, |c| c.initial as f64);
+        Self(AtomicU64::new(l.to_bits()))
+    }
+
+    #[inline(always)]
+    pub(crate) fn get(&self) -> f64 {
+        f64::from_bits(self.0.load(Ordering::Relaxed))
+    }
+
+    fn set(&self, l: f64) {
+        self.0.store(l.to_bits(), Ordering::Relaxed);
+    }
+
+    /// One successful call: `latency_ns` with `concurrency` in flight at
+    /// dispatch (itself included), against `floor_ns`. A load and a store,
+    /// as the parallelism estimate does: a sample lost to a racing update
+    /// costs a heuristic nothing.
+    pub(crate) fn observe(
+        &self,
+        cfg: &AdaptiveConcurrency,
+        latency_ns: f64,
+        floor_ns: f64,
+        concurrency: usize,
+    ) {
+        if !(floor_ns.is_finite() && floor_ns > 0.0 && latency_ns > 0.0) {
+            return;
+        }
+        let limit = self.get();
+        let g = (cfg.tolerance * floor_ns / latency_ns).clamp(0.5, 1.0);
+        let target = if g >= 1.0 {
+            if (concurrency as f64) < limit / 2.0 {
+                return; // the caller, not the endpoint, limits the rate
+            }
+            (limit * (1.0 + cfg.growth)).max(limit + 1.0)
+        } else {
+            limit * g * (1.0 + cfg.growth)
+        };
+        self.set(cfg.clamp(limit + cfg.smoothing * (target - limit)));
+    }
+
+    /// A call timed out or was shed: cut the limit.
+    pub(crate) fn dropped(&self, cfg: &AdaptiveConcurrency) {
+        self.set(cfg.clamp(self.get() * DROP_FACTOR));
+    }
+}
+
+/// What bounds the calls in flight on each endpoint of a balancer: the
+/// builder's fixed [`max_in_flight`](crate::balance::Builder::max_in_flight),
+/// the adaptive limit, both (the lower wins) or neither.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Cap {
+    fixed: Option<usize>,
+    adaptive: bool,
+}
+
+impl Cap {
+    pub(crate) fn new(fixed: Option<usize>, adaptive: bool) -> Self {
+        Self { fixed, adaptive }
+    }
+
+    /// True when nothing bounds the calls in flight.
+    #[inline(always)]
+    pub(crate) fn is_unlimited(self) -> bool {
+        self.fixed.is_none() && !self.adaptive
+    }
+
+    /// The in-flight count at which `s` takes no more calls, now.
+    #[inline(always)]
+    pub(crate) fn of(self, s: &EndpointState) -> Option<usize> {
+        match (self.fixed, self.adaptive) {
+            (f, false) => f,
+            (None, true) => Some(s.adaptive_cap()),
+            (Some(f), true) => Some(f.min(s.adaptive_cap())),
+        }
+    }
+
+    /// Whether `s` is at its cap.
+    #[inline(always)]
+    pub(crate) fn reached(self, s: &EndpointState) -> bool {
+        self.of(s).is_some_and(|c| s.in_flight() >= c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_bad_setting_names_its_field() {
+        let field = |c: AdaptiveConcurrency| c.validate().map_err(|e| e.field()).err();
+        let c = AdaptiveConcurrency::new();
+        assert_eq!(field(c), None);
+        assert_eq!(field(c.min_limit(0)), Some("adaptive_concurrency.min_limit"));
+        assert_eq!(field(c.max_limit(0)), Some("adaptive_concurrency.max_limit"));
+        assert_eq!(
+            field(c.max_limit(MAX_LIMIT + 1)),
+            Some("adaptive_concurrency.max_limit")
+        );
+        assert_eq!(
+            field(c.initial_limit(1001)),
+            Some("adaptive_concurrency.initial_limit")
+        );
+        for t in [f64::NAN, f64::INFINITY, 0.5, 101.0] {
+            assert_eq!(field(c.tolerance(t)), Some("adaptive_concurrency.tolerance"));
+        }
+        for g in [f64::NAN, -0.1, 1.5] {
+            assert_eq!(field(c.growth(g)), Some("adaptive_concurrency.growth"));
+        }
+        for s in [f64::NAN, 0.0, 1.5] {
+            assert_eq!(field(c.smoothing(s)), Some("adaptive_concurrency.smoothing"));
+        }
+    }
+
+    /// A scripted latency series: the limit rises while latency stays at
+    /// the floor, falls once it doubles, and rises again after.
+    #[test]
+    fn rises_near_the_floor_and_falls_with_queueing() {
+        let cfg = AdaptiveConcurrency::new();
+        let l = Limit::new(Some(&cfg));
+        let floor = 50e6;
+        let mut seen = vec![l.get()];
+        let mut run = |latency: f64, n: usize, l: &Limit| {
+            for _ in 0..n {
+                let busy = l.get() as usize; // the caller fills the limit
+                l.observe(&cfg, latency, floor, busy);
+            }
+            seen.push(l.get());
+        };
+        run(50e6, 50, &l);
+        run(60e6, 50, &l); // within the 1.25 tolerance: still rising
+        run(100e6, 50, &l); // 2x the floor: queueing
+        run(50e6, 50, &l);
+        assert!(seen[1] > seen[0] * 2.0, "{seen:?}");
+        assert!(seen[2] > seen[1], "{seen:?}");
+        assert!(seen[3] < seen[2] / 2.0, "{seen:?}");
+        assert!(seen[4] > seen[3] * 2.0, "{seen:?}");
+    }
+
+    #[test]
+    fn settles_where_latency_is_tolerance_times_growth_above_the_floor() {
+        // A 16-worker endpoint at 50 ms behind one caller that always has
+        // `limit` requests in flight: latency = 50 ms · max(1, limit / 16).
+        let cfg = AdaptiveConcurrency::new();
+        let l = Limit::new(Some(&cfg));
+        for _ in 0..2000 {
+            let k = l.get();
+            l.observe(&cfg, 50e6 * (k / 16.0).max(1.0), 50e6, k as usize);
+        }
+        let want = 16.0 * DEFAULT_TOLERANCE * (1.0 + DEFAULT_GROWTH);
+        assert!((l.get() - want).abs() < 1.0, "{} vs {want}", l.get());
+    }
+
+    #[test]
+    fn does_not_grow_when_app_limited_and_stays_in_bounds() {
+        let cfg = AdaptiveConcurrency::new().min_limit(2).max_limit(30);
+        let l = Limit::new(Some(&cfg));
+        for _ in 0..100 {
+            l.observe(&cfg, 50e6, 50e6, 1);
+        }
+        assert_eq!(l.get(), 20.0);
+        for _ in 0..100 {
+            l.observe(&cfg, 50e6, 50e6, 30);
+        }
+        assert_eq!(l.get(), 30.0);
+        for _ in 0..100 {
+            l.dropped(&cfg);
+        }
+        assert_eq!(l.get(), 2.0);
+        l.observe(&cfg, 50e6, f64::INFINITY, 30);
+        l.observe(&cfg, f64::NAN, 50e6, 30);
+        assert_eq!(l.get(), 2.0);
+        assert_eq!(Limit::new(None).get(), f64::INFINITY);
+    }
+}

@@ -1,0 +1,96 @@
+//! The TEXT form: `key=value` (or Envoy's `key:value`) entries separated by
+//! commas, after the `TEXT ` prefix.
+
+use super::LoadReport;
+use super::report::Field;
+
+/// The prefix of a named metric's key.
+const NAMED: &str = "named_metrics.";
+
+/// Parses the entries after `TEXT `. Never fails: an entry without a
+/// separator, with a value that is not a number, out of range, duplicated
+/// or with an unknown key is left out and counted. Empty entries (`a=1,,`)
+/// are skipped, as HTTP list syntax allows.
+pub(super) fn parse(entries: &str) -> LoadReport {
+    let mut report = LoadReport::new();
+    for entry in entries.split(',') {
+        let entry = entry.trim();
+        if entry.is_empty() {
+            continue;
+        }
+        let Some((key, value)) = entry.split_once(['=', ':']) else {
+            report.reject();
+            continue;
+        };
+        let (key, value) = (key.trim(), value.trim());
+        let Ok(v) = value.parse::<f64>() else {
+            report.reject();
+            continue;
+        };
+        if let Some(name) = key.strip_prefix(NAMED) {
+            report.set_named(name, v);
+        } else if let Some(field) = Field::named(key) {
+            report.set(field, v);
+        } else {
+            report.reject();
+        }
+    }
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_documented_example_gives_exact_values() {
+        let r = parse(
+            "cpu_utilization=0.3, mem_utilization=0.8, rps_fractional=120, eps=2, \
+             application_utilization=0.4, named_metrics.foo=1",
+        );
+        assert_eq!(r.cpu_utilization(), Some(0.3));
+        assert_eq!(r.mem_utilization(), Some(0.8));
+        assert_eq!(r.rps_fractional(), Some(120.0));
+        assert_eq!(r.eps(), Some(2.0));
+        assert_eq!(r.application_utilization(), Some(0.4));
+        assert_eq!(r.named_metric("foo"), Some(1.0));
+        assert_eq!(r.utilization(), Some(0.4));
+        assert_eq!(r.rejected(), 0);
+    }
+
+    #[test]
+    fn envoy_colons_and_spacing() {
+        let r = parse(" cpu_utilization:0.5 ,rps_fractional : 10,,named_metrics.a.b:7");
+        assert_eq!(r.cpu_utilization(), Some(0.5));
+        assert_eq!(r.rps_fractional(), Some(10.0));
+        assert_eq!(r.named_metric("a.b"), Some(7.0));
+        assert_eq!(r.rejected(), 0);
+    }
+
+    #[test]
+    fn bad_values_are_left_out_and_counted() {
+        let cases: &[(&str, u32)] = &[
+            ("cpu_utilization=-0.1", 1),
+            ("mem_utilization=1.5", 1),
+            ("eps=NaN, rps_fractional=inf", 2),
+            ("cpu_utilization=abc", 1),
+            ("cpu_utilization", 1),
+            ("gpu_utilization=0.5", 1),
+            ("cpu_utilization=0.2, cpu_utilization=0.9", 1),
+            ("named_metrics.=1", 1),
+            ("named_metrics.x=-inf", 1),
+            ("", 0),
+        ];
+        for &(text, rejected) in cases {
+            let r = parse(text);
+            assert_eq!(r.rejected(), rejected, "{text}");
+        }
+        assert_eq!(
+            parse("cpu_utilization=0.2, cpu_utilization=0.9").cpu_utilization(),
+            Some(0.2)
+        );
+        // CPU may exceed 1 past a soft limit; memory may not.
+        assert_eq!(parse("cpu_utilization=1.5").cpu_utilization(), Some(1.5));
+        assert_eq!(parse("named_metrics.x=-3").named_metric("x"), Some(-3.0));
+    }
+}
