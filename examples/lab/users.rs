@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use tower::{Service, ServiceExt};
 
 use super::backend::{Rng, sub_seed};
-use super::endpoint::{LabRequest, LabResponse};
+use super::endpoint::LabRequest;
 use super::record::Recorder;
 use super::scenario::{ClientIps, Scenario, Stage};
 
@@ -58,9 +58,9 @@ impl Plan {
 }
 
 /// One closed-loop virtual user: request, wait for the answer, think, again.
-pub async fn user<L>(u: usize, mut lb: L, plan: Arc<Plan>, rec: Arc<Recorder>)
+pub async fn user<L, B>(u: usize, mut lb: L, plan: Arc<Plan>, rec: Arc<Recorder>)
 where
-    L: Service<LabRequest, Response = LabResponse>,
+    L: Service<LabRequest, Response = http::Response<B>>,
 {
     let mut rng = Rng::new(sub_seed(plan.seed, 10_000 + u as u64));
     let sticky_ip = random_ip(&mut rng);

@@ -25,7 +25,7 @@ where
     P: Pick<Req>,
     C: Classify<S::Response, S::Error>,
 {
-    type Response = S::Response;
+    type Response = C::Response;
     type Error = Error<S::Error>;
     type Future = ResponseFuture<tower::util::Oneshot<S, Req>, S::Error, C>;
 

@@ -24,6 +24,7 @@
 //! a call its caller abandons (a dropped future, a lost hedge) records only
 //! how long it waited, as a lower bound on the endpoint's latency.
 
+mod completion;
 mod ewma;
 mod inflight;
 mod meta;
@@ -36,6 +37,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+pub use completion::Completion;
 pub use inflight::InFlight;
 pub use meta::{EndpointMeta, Locality};
 pub use slow_start::SlowStart;
