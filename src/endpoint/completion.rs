@@ -44,9 +44,7 @@ impl Completion {
 
     /// Time from dispatch until now.
     pub fn elapsed(&self) -> Duration {
-        self.guard
-            .as_ref()
-            .map_or(self.latency, |g| g.elapsed().2)
+        self.guard.as_ref().map_or(self.latency, |g| g.elapsed().2)
     }
 
     /// The endpoint the call is on (`None` only for a completion made
@@ -105,4 +103,3 @@ impl Drop for Completion {
         }
     }
 }
-

@@ -111,7 +111,13 @@ impl InFlight {
     /// Records the call with `outcome` and `latency` at `now`, then
     /// releases the slot.
     #[inline]
-    pub(super) fn settle_at(mut self, outcome: Outcome, latency: Duration, now: Instant, now_ns: u64) {
+    pub(super) fn settle_at(
+        mut self,
+        outcome: Outcome,
+        latency: Duration,
+        now: Instant,
+        now_ns: u64,
+    ) {
         self.settle(outcome, latency, now, now_ns);
     }
 
