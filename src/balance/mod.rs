@@ -240,3 +240,13 @@ impl<K, S, P: Picker, C> Shared<K, S, P, C> {
         self.set.store(Arc::new(snap));
     }
 }
+
+/// The balancer's classifier, for the layers above it (the retry layer's
+/// default, [`Inherit`](crate::classify::Inherit)).
+impl<K, S, P: Picker, C: Clone> crate::classify::Classified for Balance<K, S, P, C> {
+    type Classifier = crate::classify::Above<C>;
+
+    fn classifier(&self) -> Self::Classifier {
+        crate::classify::Above(self.shared.classify.clone())
+    }
+}

@@ -19,7 +19,11 @@
 //! ejection and metrics read it); [`Outcome::Ignore`] keeps a call out of
 //! every count.
 
+mod above;
+
 use std::time::Duration;
+
+pub use above::{Above, Classified, Inherit, refusal_kind};
 
 use crate::endpoint::Completion;
 

@@ -54,6 +54,19 @@ impl OriginRequest for ::reqwest::Request {
     }
 }
 
+/// `reqwest::Request` replays itself: the retry layer's default policy
+/// retries idempotent requests whose body is not a stream, with no
+/// `.replay(...)` closure.
+impl crate::retry::ReplayRequest for ::reqwest::Request {
+    fn try_clone(&self) -> Option<Self> {
+        ::reqwest::Request::try_clone(self)
+    }
+
+    fn is_idempotent(&self) -> bool {
+        crate::retry::is_idempotent(self.method())
+    }
+}
+
 impl ClassifyError for ::reqwest::Error {
     fn failure_kind(&self) -> FailureKind {
         if self.is_connect() {

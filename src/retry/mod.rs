@@ -79,7 +79,7 @@ mod hedge;
 mod layer;
 #[cfg(feature = "metrics")]
 mod metrics;
-mod policy;
+mod replay;
 mod service;
 mod stats;
 
@@ -89,11 +89,14 @@ pub use error::Error;
 pub use future::ResponseFuture;
 pub use hedge::{
     DEFAULT_HEDGE_MAX_DELAY, DEFAULT_HEDGE_MIN_DELAY, DEFAULT_HEDGE_MIN_SAMPLES,
-    DEFAULT_HEDGE_PERCENTILE, HEDGE_WINDOW, Hedge,
+    DEFAULT_HEDGE_PERCENTILE, DEFAULT_HEDGES, HEDGE_WINDOW, Hedge,
 };
-pub use layer::{Builder, DEFAULT_MAX_ATTEMPTS, MAX_ATTEMPTS, RetryLayer};
+pub use layer::{Builder, ClassifyWith, DEFAULT_MAX_ATTEMPTS, MAX_ATTEMPTS, RetryLayer};
 #[cfg(feature = "http")]
-pub use policy::is_idempotent;
-pub use policy::{CloneRequest, Replay, ReplayRequest, Replayable};
+pub use replay::{Buffered, KeptBody, KeptRequest, grpc_timeout, is_idempotent};
+pub use replay::{
+    CloneRequest, DEFAULT_REPLAY_LIMIT, MAX_REPLAY_LIMIT, Replay, ReplayRequest, Replayable,
+    RequestBody,
+};
 pub use service::Retry;
 pub use stats::RetryStats;
