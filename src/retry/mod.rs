@@ -29,10 +29,18 @@
 //! `Ok`, and a final error as a typed [`Error`] saying why it stopped.
 //! [`RetryStats`] counts retries, hedges, budget exhaustions and timeouts.
 //!
-//! The layer classifies results with its own classifier (set with
-//! [`Builder::classify`]); give it the one the `Balance` uses, e.g.
-//! `http::Classifier` for HTTP, so that what
-//! counts against an endpoint is also what gets retried.
+//! The layer classifies results with the classifier of the balancer below
+//! it ([`Inherit`](crate::classify::Inherit), the default), so HTTP and
+//! gRPC stacks set their classifier once, on the balancer; the classifier's
+//! [`advise`](crate::classify::Classify::advise) says what to retry (gRPC:
+//! the retryable codes and `grpc-retry-pushback-ms`, gRPC A6). Over a
+//! service that is not a `Balance`, set one with [`Builder::classify`].
+//!
+//! Request bodies are kept for later attempts as [`Replay`] says: clones of
+//! bodies that are values, a record of streaming bodies up to 256 KiB
+//! ([`Replayable::limit`]); a request whose body outgrew the record is not
+//! retried ([`RetryStats::not_replayable`]). A request's own deadline
+//! (gRPC's `grpc-timeout`) bounds it when shorter than the layer's.
 //!
 //! Timers use tokio (`tokio::time`), so retries, timeouts and hedging need a
 //! tokio runtime with time enabled; a request that succeeds at once never
