@@ -290,3 +290,22 @@ async fn hedges_follow_a6_non_fatal_sends_the_next_fatal_stops() {
     );
     eventually("cancelled", || in_flight(&lb) == 0).await;
 }
+
+#[allow(dead_code)]
+#[path = "../examples/tonic_client.rs"]
+mod tonic_client;
+
+#[tokio::test]
+async fn the_tonic_example_retries_opens_the_breaker_and_tracks_the_stream() {
+    let demo = tonic_client::run(6).await.unwrap();
+    assert_eq!(demo.greetings.len(), 6);
+    for (i, g) in demo.greetings.iter().enumerate() {
+        assert!(g.ends_with(&format!("greets caller-{i}")), "{g}");
+        assert!(!g.starts_with("replica-3"), "{g}");
+    }
+    assert!(demo.retries >= 1);
+    assert_eq!(demo.bad_breaker, State::Open);
+    assert_eq!(demo.counted.len(), 3);
+    assert_eq!(demo.in_flight_while_streaming, 1);
+    assert_eq!(demo.empty_pool, Code::Unavailable);
+}
