@@ -29,7 +29,7 @@ use super::oracle::Oracle;
 use super::peers::{self, PeerSpec};
 use super::record::Recorder;
 use super::report::{PickerReport, Report};
-use super::scenario::{PickerName, RetrySpec, Scenario};
+use super::scenario::{PickerName, RetrySpec, Scenario, Tracking};
 use super::server;
 use super::users::{Plan, progress, user};
 
@@ -82,6 +82,8 @@ struct Ctx<'a> {
     nth: (usize, usize),
     /// http mode: where the balancers report their metrics.
     exporter: Option<&'a Exporter>,
+    /// How the balancers track a call.
+    track: Tracking,
 }
 
 async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
@@ -91,8 +93,21 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
         return Err(LabError::input("--duration: must be > 0"));
     }
     let pickers = opts.pickers.clone().unwrap_or_else(|| sc.pickers.clone());
+    // Each picker once per tracking mode (the oracle needs none).
+    let tracking = sc.tracking();
+    let runs: Vec<(PickerName, Tracking)> = pickers
+        .iter()
+        .flat_map(|&p| {
+            let modes = if p == PickerName::Oracle {
+                &tracking[..1]
+            } else {
+                &tracking[..]
+            };
+            modes.iter().map(move |&t| (p, t))
+        })
+        .collect();
     let peer_rows = peers::rows(opts.peers.as_deref().unwrap_or(&sc.peers));
-    let rows = pickers.len() + if opts.sim { 0 } else { peer_rows.len() };
+    let rows = runs.len() + if opts.sim { 0 } else { peer_rows.len() };
     let mut report = Report::new(sc, opts.sim, seed, duration.as_secs_f64());
     // http mode only: the sim stays free of the SDK (and of real sockets).
     let mut _metrics_server = None;
@@ -111,7 +126,7 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
         }
         Some(exporter)
     };
-    for (k, &name) in pickers.iter().enumerate() {
+    for (k, &(name, track)) in runs.iter().enumerate() {
         let ctx = Ctx {
             sc,
             sim: opts.sim,
@@ -120,6 +135,7 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
             quiet: opts.quiet,
             nth: (k + 1, rows),
             exporter: exporter.as_ref(),
+            track,
         };
         match run_picker(&ctx, name).await? {
             Ok(r) => report.runs.push(r),
@@ -136,7 +152,7 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
             duration,
             seed,
             quiet: opts.quiet,
-            nth: (pickers.len() + 1, rows),
+            nth: (runs.len() + 1, rows),
         };
         peers::run::run_rows(&ctx, &peer_rows, &mut report).await?;
     }
@@ -240,7 +256,7 @@ where
     for c in 0..clients {
         let mut b = Balance::builder()
             .picker(make(&backends))
-            .classify(Classifier::new())
+            .classify(Classifier::new().track(ctx.track.track()))
             .seed(sub_seed(ctx.seed, 2000 + u64::from(c)));
         if let Some(spec) = &res.breaker {
             b = b.circuit_breaker(
@@ -255,10 +271,11 @@ where
             b = b.panic_threshold(p);
         }
         if let Some(exporter) = ctx.exporter {
+            let label = ctx.track.label(name.as_str());
             let lb_name = if clients == 1 {
-                name.as_str().to_string()
+                label
             } else {
-                format!("lab-{name}-{c}")
+                format!("lab-{label}-{c}")
             };
             let mut m = Metrics::new(&exporter.meter(), lb_name);
             if let Some(layers) = &retries {
@@ -298,7 +315,7 @@ where
         .collect();
     let progress = (!ctx.quiet).then(|| {
         tokio::spawn(progress(
-            name.as_str().to_string(),
+            ctx.track.label(name.as_str()),
             ctx.nth,
             start,
             ctx.duration,
@@ -336,7 +353,8 @@ where
         p.abort();
         let _ = p.await;
     }
-    let mut report = rec.finish(name.as_str(), weighted, in_flight, !ctx.sim);
+    let label = ctx.track.label(name.as_str());
+    let mut report = rec.finish(&label, weighted, in_flight, !ctx.sim);
     report.retries = retries.map(|ls| ls.iter().map(|l| l.stats().retries()).sum());
     report.ejections = res.outlier.is_some().then_some(ejections);
     report.breaker_opens = res.breaker.is_some().then_some(opens);

@@ -15,13 +15,24 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use tower::Service;
 
-use super::backend::{Answer, Backend};
+use super::backend::{Answer, Backend, Hold};
+use super::body::LabBody;
 use super::record::Recorder;
 
 /// What a virtual user sends.
 pub type LabRequest = http::Request<Empty<Bytes>>;
-/// What it gets back (the body is read and dropped).
-pub type LabResponse = http::Response<()>;
+/// What it gets back (the user reads the body to its end).
+pub type LabResponse = http::Response<LabBody>;
+
+/// The request header that makes a request a stream: its value is how long
+/// the body streams, in milliseconds.
+pub const STREAM_HEADER: &str = "x-lab-stream";
+
+/// How long a request's body streams, if it is a stream.
+pub fn stream_hold(req: &http::Request<impl Sized>) -> Option<Duration> {
+    let ms: u64 = req.headers().get(STREAM_HEADER)?.to_str().ok()?.parse().ok()?;
+    Some(Duration::from_millis(ms))
+}
 /// The hyper-util client used in http mode.
 pub type HttpClient = Client<HttpConnector, Empty<Bytes>>;
 
@@ -100,13 +111,14 @@ impl Service<LabRequest> for Endpoint {
         let overhead = parts.overhead;
         match parts.target.clone() {
             Target::Sim(backend) => Box::pin(async move {
-                let answer = backend.serve().await;
+                let (answer, hold) = backend.serve(stream_hold(&req)).await;
                 if !overhead.is_zero() {
                     tokio::time::sleep(overhead).await;
                 }
-                respond(answer)
+                respond(answer, hold)
             }),
             Target::Http { client, authority } => Box::pin(async move {
+                let streams = stream_hold(&req).is_some();
                 let mut parts = req.uri().clone().into_parts();
                 parts.scheme = Some(Scheme::HTTP);
                 parts.authority = Some(authority);
@@ -116,6 +128,11 @@ impl Service<LabRequest> for Endpoint {
                     .request(req)
                     .await
                     .map_err(|e| EndpointError(format!("request failed: {e}")))?;
+                // A stream's body is passed on (the balancer tracks it);
+                // others are read here, as before.
+                if streams {
+                    return Ok(res.map(LabBody::Http));
+                }
                 let status = res.status();
                 res.into_body()
                     .collect()
@@ -124,7 +141,7 @@ impl Service<LabRequest> for Endpoint {
                 if !overhead.is_zero() {
                     tokio::time::sleep(overhead).await;
                 }
-                let mut out = http::Response::new(());
+                let mut out = http::Response::new(LabBody::Done);
                 *out.status_mut() = status;
                 Ok(out)
             }),
@@ -132,11 +149,11 @@ impl Service<LabRequest> for Endpoint {
     }
 }
 
-fn respond(answer: Answer) -> Result<LabResponse, EndpointError> {
+fn respond(answer: Answer, hold: Option<Hold>) -> Result<LabResponse, EndpointError> {
     match answer {
         Answer::Down => Err(EndpointError("connection closed".into())),
         Answer::Status(s) => {
-            let mut out = http::Response::new(());
+            let mut out = http::Response::new(LabBody::held(hold));
             *out.status_mut() =
                 http::StatusCode::from_u16(s).map_err(|e| EndpointError(e.to_string()))?;
             Ok(out)

@@ -11,6 +11,7 @@
 //! peers and the JSON schema.
 
 pub mod backend;
+pub mod body;
 pub mod driver;
 pub mod endpoint;
 pub mod error;

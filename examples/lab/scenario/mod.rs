@@ -16,8 +16,10 @@ use super::error::LabError;
 use super::peers::PeerSpec;
 
 mod resilience;
+mod streams;
 
 pub use resilience::{Resilience, RetrySpec};
+pub use streams::{Streams, Tracking};
 
 /// The scenarios shipped with the lab, by name (the files are compiled in, so
 /// `--scenario NAME` works from any directory).
@@ -43,6 +45,7 @@ pub const SHIPPED: &[(&str, &str)] = &[
         include_str!("../scenarios/failover-ejection.toml"),
     ),
     ("hop", include_str!("../scenarios/hop.toml")),
+    ("streaming", include_str!("../scenarios/streaming.toml")),
 ];
 
 /// A whole scenario file.
@@ -77,6 +80,9 @@ pub struct Scenario {
     /// (http mode only; `--peers` overrides).
     #[serde(default)]
     pub peers: Vec<PeerSpec>,
+    /// Requests whose body streams for a while (`[streams]`).
+    #[serde(default)]
+    pub streams: Option<Streams>,
 }
 
 /// Closed-loop virtual users: each sends a request, waits for the answer,
@@ -477,6 +483,9 @@ impl Scenario {
         if let Some(o) = &self.resilience.outlier {
             o.config()?;
         }
+        if let Some(st) = &self.streams {
+            st.validate()?;
+        }
         if let Some(p) = self.resilience.panic_threshold
             && !(0.0..=100.0).contains(&p)
         {
@@ -502,6 +511,13 @@ impl Scenario {
         self.weights_for
             .as_ref()
             .is_none_or(|list| list.contains(&picker))
+    }
+
+    /// The tracking modes each picker runs with.
+    pub fn tracking(&self) -> Vec<Tracking> {
+        self.streams
+            .as_ref()
+            .map_or_else(Streams::default_tracking, |s| s.tracking.clone())
     }
 
     /// Whether anything changes during a run (events or stages): then the
