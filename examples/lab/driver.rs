@@ -361,12 +361,9 @@ where
     Ok(report)
 }
 
-fn retry_layer(
-    spec: &RetrySpec,
-) -> Result<RetryLayer<tower_lb::retry::Replayable, Classifier>, tower_lb::ConfigError> {
-    let mut b = RetryLayer::builder()
-        .classify(Classifier::new())
-        .max_attempts(spec.max_attempts);
+/// A retry layer classifying with the balancer's classifier (the default).
+fn retry_layer(spec: &RetrySpec) -> Result<RetryLayer, tower_lb::ConfigError> {
+    let mut b = RetryLayer::builder().max_attempts(spec.max_attempts);
     if let Some(t) = spec.per_try_timeout {
         b = b.per_try_timeout(t.0);
     }
