@@ -879,7 +879,8 @@ fn streaming_body_tracking_sees_the_streams_header_tracking_does_not() {
     let body = run(&r, "least_in_flight");
     let headers = run(&r, "least_in_flight/headers");
     assert!(
-        body.latency_ms.mean < headers.latency_ms.mean && body.latency_ms.p95 < headers.latency_ms.p95,
+        body.latency_ms.mean < headers.latency_ms.mean
+            && body.latency_ms.p95 < headers.latency_ms.p95,
         "{}",
         summary(&r)
     );

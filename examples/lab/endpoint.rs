@@ -30,7 +30,13 @@ pub const STREAM_HEADER: &str = "x-lab-stream";
 
 /// How long a request's body streams, if it is a stream.
 pub fn stream_hold(req: &http::Request<impl Sized>) -> Option<Duration> {
-    let ms: u64 = req.headers().get(STREAM_HEADER)?.to_str().ok()?.parse().ok()?;
+    let ms: u64 = req
+        .headers()
+        .get(STREAM_HEADER)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()?;
     Some(Duration::from_millis(ms))
 }
 /// The hyper-util client used in http mode.

@@ -55,13 +55,22 @@ impl Streams {
     /// Checks the table: `(field, problem)` on error.
     pub fn validate(&self) -> Result<(), (String, String)> {
         if !(0.0..=1.0).contains(&self.share) {
-            return Err(("streams.share".into(), format!("{} is not in 0..=1", self.share)));
+            return Err((
+                "streams.share".into(),
+                format!("{} is not in 0..=1", self.share),
+            ));
         }
         if self.hold.0.is_zero() || self.hold.0.as_millis() > u128::from(u32::MAX) {
-            return Err(("streams.hold".into(), "must be > 0 and under 49 days".into()));
+            return Err((
+                "streams.hold".into(),
+                "must be > 0 and under 49 days".into(),
+            ));
         }
         if self.tracking.is_empty() {
-            return Err(("streams.tracking".into(), "list body, headers or both".into()));
+            return Err((
+                "streams.tracking".into(),
+                "list body, headers or both".into(),
+            ));
         }
         Ok(())
     }
