@@ -216,7 +216,10 @@ impl<K, S, P: Picker, C> Shared<K, S, P, C> {
             Some(label) => label(key).into(),
             None => format!("endpoint-{id}").into(),
         };
-        let observer = self.observer.as_ref().and_then(|o| o.endpoint(id, &label));
+        let observer = self
+            .observer
+            .as_ref()
+            .and_then(|o| o.endpoint(id, &label, &meta));
         Arc::new_cyclic(|me| {
             let birth = Birth {
                 id,

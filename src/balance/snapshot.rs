@@ -45,6 +45,9 @@ pub(crate) struct Snapshot<K, S, T> {
     /// The route step's sets over `states`; `None` when there is nothing
     /// to route (one priority level, no locality mode).
     pub(crate) route: Option<Routed<T>>,
+    /// Parallel to `members`: in this balancer's subset (all true without
+    /// subsetting).
+    subset: Vec<bool>,
 }
 
 impl<K, S, T> Snapshot<K, S, T> {
@@ -73,9 +76,20 @@ impl<K, S, T> Snapshot<K, S, T> {
             table: picker.table(&states),
             route: router.route(picker, &states),
             members,
+            subset,
             entries,
             states,
         }
+    }
+
+    /// The members of this balancer's subset, draining ones included: the
+    /// ones active health checks probe.
+    pub(crate) fn subset_members(&self) -> impl Iterator<Item = &Member<K, S>> {
+        self.members
+            .iter()
+            .zip(&self.subset)
+            .filter(|(_, c)| **c)
+            .map(|(m, _)| m)
     }
 
     /// The live state of every member, draining ones included.
