@@ -156,10 +156,13 @@ async fn levels_panic_only_when_all_of_them_are_short() {
     assert!(lb.clone().oneshot(1).await.is_ok());
 }
 
+/// Callers' shares, endpoints per zone, the caller's zone, expected shares.
+type ZoneCase = (&'static [f64], &'static [usize], usize, &'static [f64]);
+
 /// Zone-aware worked examples: (callers' shares, endpoints per zone, the
 /// caller's zone, the expected share per zone), computed by hand from the
 /// documented rule.
-const ZONE_CASES: &[(&[f64], &[usize], usize, &[f64])] = &[
+const ZONE_CASES: &[ZoneCase] = &[
     // Envoy's source example: callers 40/40/20, endpoints 25/50/25 %. Zone
     // 0 keeps 25/40; the residual 0.375 goes to the surpluses 10 and 5.
     (&[40.0, 40.0, 20.0], &[4, 8, 4], 0, &[0.625, 0.25, 0.125]),
