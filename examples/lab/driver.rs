@@ -25,11 +25,12 @@ use tower_lb::retry::RetryLayer;
 use super::backend::{Backend, sub_seed};
 use super::endpoint::{Endpoint, LabRequest, Parts, Target};
 use super::error::LabError;
+use super::fleet;
 use super::oracle::Oracle;
 use super::peers::{self, PeerSpec};
 use super::record::Recorder;
 use super::report::{PickerReport, Report};
-use super::scenario::{PickerName, RetrySpec, Scenario};
+use super::scenario::{PickerName, RetrySpec, Scenario, Variant};
 use super::server;
 use super::users::{Plan, progress, user};
 
@@ -82,6 +83,8 @@ struct Ctx<'a> {
     nth: (usize, usize),
     /// http mode: where the balancers report their metrics.
     exporter: Option<&'a Exporter>,
+    /// The route-step variant of this row (`[fleet]`).
+    variant: Option<Variant>,
 }
 
 async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
@@ -92,7 +95,8 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
     }
     let pickers = opts.pickers.clone().unwrap_or_else(|| sc.pickers.clone());
     let peer_rows = peers::rows(opts.peers.as_deref().unwrap_or(&sc.peers));
-    let rows = pickers.len() + if opts.sim { 0 } else { peer_rows.len() };
+    let variants = sc.variants();
+    let rows = pickers.len() * variants.len() + if opts.sim { 0 } else { peer_rows.len() };
     let mut report = Report::new(sc, opts.sim, seed, duration.as_secs_f64());
     // http mode only: the sim stays free of the SDK (and of real sockets).
     let mut _metrics_server = None;
@@ -111,7 +115,10 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
         }
         Some(exporter)
     };
-    for (k, &name) in pickers.iter().enumerate() {
+    let rows_run = pickers
+        .iter()
+        .flat_map(|&p| variants.iter().map(move |&v| (p, v)));
+    for (k, (name, variant)) in rows_run.enumerate() {
         let ctx = Ctx {
             sc,
             sim: opts.sim,
@@ -120,6 +127,7 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
             quiet: opts.quiet,
             nth: (k + 1, rows),
             exporter: exporter.as_ref(),
+            variant,
         };
         match run_picker(&ctx, name).await? {
             Ok(r) => report.runs.push(r),
@@ -136,7 +144,7 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
             duration,
             seed,
             quiet: opts.quiet,
-            nth: (pickers.len() + 1, rows),
+            nth: (pickers.len() * variants.len() + 1, rows),
         };
         peers::run::run_rows(&ctx, &peer_rows, &mut report).await?;
     }
@@ -241,7 +249,8 @@ where
         let mut b = Balance::builder()
             .picker(make(&backends))
             .classify(Classifier::new())
-            .seed(sub_seed(ctx.seed, 2000 + u64::from(c)));
+            .seed(sub_seed(ctx.seed, 2000 + u64::from(c)))
+            .routing(sc.routing(ctx.variant, c));
         if let Some(spec) = &res.breaker {
             b = b.circuit_breaker(
                 spec.config(sub_seed(ctx.seed, 4000 + u64::from(c)))
@@ -269,14 +278,19 @@ where
                 names.get(i).cloned().unwrap_or_else(|| i.to_string())
             });
         }
+        let given = sc.given(ctx.variant, ctx.seed, c);
         for (i, (t, spec)) in targets.iter().zip(&sc.backends).enumerate() {
+            if !given[i] {
+                continue;
+            }
             let ep = Endpoint::new(Parts {
                 idx: i,
                 target: t.clone(),
-                overhead: sc.load.overhead.0,
+                overhead: sc.load.overhead.0 + sc.rtt(c, i),
                 rec: rec.clone(),
             });
-            b = b.weighted_endpoint(i, ep, if weighted { spec.weight } else { 1.0 });
+            let w = if weighted { spec.weight } else { 1.0 };
+            b = b.endpoint_with(i, ep, w, sc.meta(i));
         }
         lbs.push(
             b.build()
@@ -296,9 +310,13 @@ where
             }
         })
         .collect();
+    let label = match ctx.variant {
+        Some(v) => format!("{name} [{}]", v.as_str()),
+        None => name.as_str().to_string(),
+    };
     let progress = (!ctx.quiet).then(|| {
         tokio::spawn(progress(
-            name.as_str().to_string(),
+            label,
             ctx.nth,
             start,
             ctx.duration,
@@ -306,7 +324,31 @@ where
             ctx.sim,
         ))
     });
-    tokio::time::sleep_until(end).await;
+    // With [fleet], client 0's plan at the end of each second (its
+    // priority phases).
+    let mut plan_seen = Vec::new();
+    if sc.fleet.is_some() {
+        let second = Duration::from_secs(1);
+        let mut tick = tokio::time::interval_at(start + second, second);
+        while tick.tick().await <= end {
+            plan_seen.push(fleet::sample(&lbs[0].handle().route_plan()));
+        }
+        tokio::time::sleep_until(end).await;
+    } else {
+        tokio::time::sleep_until(end).await;
+    }
+    let picks: Vec<Vec<u64>> = lbs
+        .iter()
+        .map(|lb| {
+            let mut row = vec![0; n];
+            for (i, st) in lb.handle().endpoints() {
+                if let Some(x) = row.get_mut(i) {
+                    *x = st.picks();
+                }
+            }
+            row
+        })
+        .collect();
     let mut in_flight = vec![0; n];
     let mut ejections = vec![0; n];
     let mut opens = vec![0; n];
@@ -340,6 +382,10 @@ where
     report.retries = retries.map(|ls| ls.iter().map(|l| l.stats().retries()).sum());
     report.ejections = res.outlier.is_some().then_some(ejections);
     report.breaker_opens = res.breaker.is_some().then_some(opens);
+    report.route = ctx.variant.map(|v| v.as_str().to_string());
+    if sc.fleet.is_some() {
+        report.fleet = Some(fleet::stats(sc, &picks, &report, &plan_seen));
+    }
     Ok(report)
 }
 

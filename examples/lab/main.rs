@@ -14,6 +14,7 @@ pub mod backend;
 pub mod driver;
 pub mod endpoint;
 pub mod error;
+pub mod fleet;
 pub mod oracle;
 pub mod peers;
 pub mod record;
