@@ -25,11 +25,12 @@ use tower_lb::retry::RetryLayer;
 use super::backend::{Backend, sub_seed};
 use super::endpoint::{Endpoint, LabRequest, Parts, Target};
 use super::error::LabError;
+use super::fleet;
 use super::oracle::Oracle;
 use super::peers::{self, PeerSpec};
 use super::record::Recorder;
 use super::report::{PickerReport, Report};
-use super::scenario::{PickerName, RetrySpec, Scenario, Tracking};
+use super::scenario::{PickerName, RetrySpec, Scenario, Tracking, Variant};
 use super::server;
 use super::users::{Plan, progress, user};
 
@@ -84,6 +85,8 @@ struct Ctx<'a> {
     exporter: Option<&'a Exporter>,
     /// How the balancers track a call.
     track: Tracking,
+    /// The route-step variant of this row (`[fleet]`).
+    variant: Option<Variant>,
 }
 
 async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
@@ -95,17 +98,19 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
     let pickers = opts.pickers.clone().unwrap_or_else(|| sc.pickers.clone());
     // Each picker once per tracking mode (the oracle needs none).
     let tracking = sc.tracking();
-    let runs: Vec<(PickerName, Tracking)> = pickers
-        .iter()
-        .flat_map(|&p| {
-            let modes = if p == PickerName::Oracle {
-                &tracking[..1]
-            } else {
-                &tracking[..]
-            };
-            modes.iter().map(move |&t| (p, t))
-        })
-        .collect();
+    // ... and once per route-step variant (`[fleet]`).
+    let variants = sc.variants();
+    let mut runs: Vec<(PickerName, Tracking, Option<Variant>)> = Vec::new();
+    for &p in &pickers {
+        let modes = if p == PickerName::Oracle {
+            &tracking[..1]
+        } else {
+            &tracking[..]
+        };
+        for &t in modes {
+            runs.extend(variants.iter().map(|&v| (p, t, v)));
+        }
+    }
     let peer_rows = peers::rows(opts.peers.as_deref().unwrap_or(&sc.peers));
     let rows = runs.len() + if opts.sim { 0 } else { peer_rows.len() };
     let mut report = Report::new(sc, opts.sim, seed, duration.as_secs_f64());
@@ -126,7 +131,7 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
         }
         Some(exporter)
     };
-    for (k, &(name, track)) in runs.iter().enumerate() {
+    for (k, &(name, track, variant)) in runs.iter().enumerate() {
         let ctx = Ctx {
             sc,
             sim: opts.sim,
@@ -136,6 +141,7 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
             nth: (k + 1, rows),
             exporter: exporter.as_ref(),
             track,
+            variant,
         };
         match run_picker(&ctx, name).await? {
             Ok(r) => report.runs.push(r),
@@ -257,7 +263,8 @@ where
         let mut b = Balance::builder()
             .picker(make(&backends))
             .classify(Classifier::new().track(ctx.track.track()))
-            .seed(sub_seed(ctx.seed, 2000 + u64::from(c)));
+            .seed(sub_seed(ctx.seed, 2000 + u64::from(c)))
+            .routing(sc.routing(ctx.variant, c));
         if let Some(spec) = &res.breaker {
             b = b.circuit_breaker(
                 spec.config(sub_seed(ctx.seed, 4000 + u64::from(c)))
@@ -286,14 +293,19 @@ where
                 names.get(i).cloned().unwrap_or_else(|| i.to_string())
             });
         }
+        let given = sc.given(ctx.variant, ctx.seed, c);
         for (i, (t, spec)) in targets.iter().zip(&sc.backends).enumerate() {
+            if !given[i] {
+                continue;
+            }
             let ep = Endpoint::new(Parts {
                 idx: i,
                 target: t.clone(),
-                overhead: sc.load.overhead.0,
+                overhead: sc.load.overhead.0 + sc.rtt(c, i),
                 rec: rec.clone(),
             });
-            b = b.weighted_endpoint(i, ep, if weighted { spec.weight } else { 1.0 });
+            let w = if weighted { spec.weight } else { 1.0 };
+            b = b.endpoint_with(i, ep, w, sc.meta(i));
         }
         lbs.push(
             b.build()
@@ -313,9 +325,13 @@ where
             }
         })
         .collect();
+    let label = match ctx.variant {
+        Some(v) => format!("{} [{}]", ctx.track.label(name.as_str()), v.as_str()),
+        None => ctx.track.label(name.as_str()),
+    };
     let progress = (!ctx.quiet).then(|| {
         tokio::spawn(progress(
-            ctx.track.label(name.as_str()),
+            label,
             ctx.nth,
             start,
             ctx.duration,
@@ -323,7 +339,31 @@ where
             ctx.sim,
         ))
     });
-    tokio::time::sleep_until(end).await;
+    // With [fleet], client 0's plan at the end of each second (its
+    // priority phases).
+    let mut plan_seen = Vec::new();
+    if sc.fleet.is_some() {
+        let second = Duration::from_secs(1);
+        let mut tick = tokio::time::interval_at(start + second, second);
+        while tick.tick().await <= end {
+            plan_seen.push(fleet::sample(&lbs[0].handle().route_plan()));
+        }
+        tokio::time::sleep_until(end).await;
+    } else {
+        tokio::time::sleep_until(end).await;
+    }
+    let picks: Vec<Vec<u64>> = lbs
+        .iter()
+        .map(|lb| {
+            let mut row = vec![0; n];
+            for (i, st) in lb.handle().endpoints() {
+                if let Some(x) = row.get_mut(i) {
+                    *x = st.picks();
+                }
+            }
+            row
+        })
+        .collect();
     let mut in_flight = vec![0; n];
     let mut ejections = vec![0; n];
     let mut opens = vec![0; n];
@@ -358,6 +398,10 @@ where
     report.retries = retries.map(|ls| ls.iter().map(|l| l.stats().retries()).sum());
     report.ejections = res.outlier.is_some().then_some(ejections);
     report.breaker_opens = res.breaker.is_some().then_some(opens);
+    report.route = ctx.variant.map(|v| v.as_str().to_string());
+    if sc.fleet.is_some() {
+        report.fleet = Some(fleet::stats(sc, &picks, &report, &plan_seen));
+    }
     Ok(report)
 }
 

@@ -15,6 +15,7 @@ pub mod body;
 pub mod driver;
 pub mod endpoint;
 pub mod error;
+pub mod fleet;
 pub mod oracle;
 pub mod peers;
 pub mod record;

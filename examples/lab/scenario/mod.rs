@@ -15,9 +15,11 @@ use serde::{Deserialize, Deserializer};
 use super::error::LabError;
 use super::peers::PeerSpec;
 
+mod fleet;
 mod resilience;
 mod streams;
 
+pub use fleet::{FleetSpec, Variant};
 pub use resilience::{Resilience, RetrySpec};
 pub use streams::{Streams, Tracking};
 
@@ -46,6 +48,12 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ),
     ("hop", include_str!("../scenarios/hop.toml")),
     ("streaming", include_str!("../scenarios/streaming.toml")),
+    ("zones", include_str!("../scenarios/zones.toml")),
+    ("fleet", include_str!("../scenarios/fleet.toml")),
+    (
+        "priority-failover",
+        include_str!("../scenarios/priority-failover.toml"),
+    ),
 ];
 
 /// A whole scenario file.
@@ -83,6 +91,9 @@ pub struct Scenario {
     /// Requests whose body streams for a while (`[streams]`).
     #[serde(default)]
     pub streams: Option<Streams>,
+    /// `[fleet]`: route-step variants, zones and their round trips.
+    #[serde(default)]
+    pub fleet: Option<FleetSpec>,
 }
 
 /// Closed-loop virtual users: each sends a request, waits for the answer,
@@ -156,6 +167,15 @@ pub struct BackendSpec {
     /// Changes over time, applied in `at` order.
     #[serde(default)]
     pub events: Vec<EventSpec>,
+    /// The zone it runs in (one of `[[fleet.zone]]`).
+    #[serde(default)]
+    pub zone: Option<String>,
+    /// Its priority level (0, the default, is the highest).
+    #[serde(default)]
+    pub priority: u32,
+    /// This many identical backends, named `{name}-1` to `{name}-{count}`.
+    #[serde(default)]
+    pub count: Option<u32>,
 }
 
 /// A change of one backend at time `at`; each field present changes that
@@ -389,6 +409,12 @@ impl Scenario {
     pub fn parse(text: &str, file: &str) -> Result<Scenario, LabError> {
         let mut s: Scenario =
             toml::from_str(text).map_err(|e| LabError::input(format!("{file}: {e}")))?;
+        if let Some(i) = s.backends.iter().position(|b| b.count == Some(0)) {
+            return Err(LabError::input(format!(
+                "{file}: `backend[{i}].count`: must be >= 1"
+            )));
+        }
+        fleet::expand(&mut s.backends);
         s.validate()
             .map_err(|(field, problem)| LabError::input(format!("{file}: `{field}`: {problem}")))?;
         for b in &mut s.backends {
@@ -485,6 +511,9 @@ impl Scenario {
         }
         if let Some(st) = &self.streams {
             st.validate()?;
+        }
+        if let Some(f) = &self.fleet {
+            f.validate(&self.backends)?;
         }
         if let Some(p) = self.resilience.panic_threshold
             && !(0.0..=100.0).contains(&p)
