@@ -20,6 +20,9 @@
 //!   endpoint it already tried while another is available.
 //! * [`breaker`] — circuit breakers, per endpoint inside [`Balance`]
 //!   (`Builder::circuit_breaker`) or as a standalone layer.
+//! * [`route`] — the step before the picker, for fleets: priority levels
+//!   with Envoy's overprovisioning rule, zone-aware and locality-weighted
+//!   routing, deterministic subsetting.
 //! * [`outlier`] — outlier ejection (`Builder::outlier_detection`) and, with
 //!   it, the panic threshold.
 //! * `http` (feature `http`) — balancing a hyper-util or reqwest client over
@@ -79,6 +82,7 @@ pub mod outlier;
 pub mod pick;
 pub mod retry;
 mod rng;
+pub mod route;
 mod scope;
 pub mod time;
 

@@ -104,6 +104,39 @@ fn balance_path_does_not_allocate() {
     with_metrics();
 }
 
+/// With the route step on (two priority levels, zones, a subset), every
+/// picker picks without allocating.
+#[test]
+fn routed_path_does_not_allocate() {
+    use tower_lb::breaker::CircuitBreakerConfig;
+    use tower_lb::endpoint::{EndpointMeta, Locality};
+    use tower_lb::route::{Callers, Routing, Subset, ZoneAware};
+
+    let routed = |name: &str| {
+        let picker = pick::AnyPicker::by_name(name, pick::key_fn(|r: &u64| Some(*r))).unwrap();
+        let zones = Callers::new([("a", 1.0), ("b", 1.0), ("c", 1.0)]);
+        let routing = Routing::new()
+            .zone_aware(ZoneAware::new("a", zones).min_cluster_size(2))
+            .subset(Subset::new(1, 3, 18));
+        let mut b = Balance::builder()
+            .picker(picker)
+            .seed(1)
+            .max_in_flight(8)
+            .routing(routing)
+            .circuit_breaker(CircuitBreakerConfig::default());
+        for i in 0..24u32 {
+            let meta = EndpointMeta::new()
+                .with_locality(Locality::in_zone(["a", "b", "c"][i as usize % 3]))
+                .with_priority(i / 12);
+            b = b.endpoint_with(i, Noop, 1.0 + f64::from(i % 3), meta);
+        }
+        b.build().unwrap()
+    };
+    for &name in pick::NAMES {
+        assert_eq!(count(routed(name), 100), 0, "{name}");
+    }
+}
+
 /// The duration histogram is recorded with attribute sets built when the
 /// endpoint joined, on a real SDK meter provider.
 #[cfg(feature = "metrics")]

@@ -100,6 +100,56 @@ fn balance_builder_extremes() {
     }
 }
 
+#[test]
+fn routing_extremes() {
+    use tower_lb::route::{Callers, Routing, Subset, ZoneAware};
+    let routed = |r: Routing| balance().routing(r).build();
+    for f in BAD_F64.into_iter().chain([0.5, 100.1, f64::MAX]) {
+        let r = Routing::new().overprovisioning_factor(f);
+        assert_eq!(field(routed(r)), "routing.overprovisioning_factor", "{f}");
+    }
+    for f in [1.0, 100.0] {
+        let r = Routing::new().overprovisioning_factor(f);
+        assert_eq!(field(routed(r)), "accepted", "{f}");
+    }
+    let zones = |shares: &[(&'static str, f64)]| Callers::new(shares.iter().copied());
+    for s in BAD_F64.into_iter().filter(|s| *s != 0.0) {
+        let z = ZoneAware::new("a", zones(&[("a", 1.0), ("b", s)]));
+        let r = Routing::new().zone_aware(z);
+        assert_eq!(field(routed(r)), "routing.zone_aware.callers", "{s}");
+    }
+    let z = ZoneAware::new("a", zones(&[("a", f64::MAX), ("b", f64::MAX)]));
+    assert_eq!(
+        field(routed(Routing::new().zone_aware(z))),
+        "routing.zone_aware.callers"
+    );
+    for local in ["", "nowhere"] {
+        let z = ZoneAware::new(local, zones(&[("a", 1.0)]));
+        let r = Routing::new().zone_aware(z);
+        assert_eq!(
+            field(routed(r)),
+            "routing.zone_aware.local_zone",
+            "{local:?}"
+        );
+    }
+    let z = ZoneAware::new("a", zones(&[("a", 1.0)])).min_cluster_size(usize::MAX);
+    assert_eq!(field(routed(Routing::new().zone_aware(z))), "accepted");
+    for (s, f) in [
+        (Subset::new(0, 1, 0), "routing.subset.size"),
+        (Subset::new(0, 0, 1), "routing.subset.fleet_size"),
+        (
+            Subset::new(usize::MAX, usize::MAX, 1),
+            "routing.subset.index",
+        ),
+        (
+            Subset::new(usize::MAX - 1, usize::MAX, usize::MAX),
+            "accepted",
+        ),
+    ] {
+        assert_eq!(field(routed(Routing::new().subset(s))), f, "{s:?}");
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn documented_bounds_work_on_the_first_request() {
     // The largest accepted values: a year-long timeout, a maximal weight
@@ -120,6 +170,20 @@ async fn documented_bounds_work_on_the_first_request() {
     for i in 0..20 {
         assert_eq!(lb.clone().oneshot(i).await.unwrap(), i);
     }
+    // The largest subset and factor, on the first request.
+    let routed = balance()
+        .routing(
+            tower_lb::route::Routing::new()
+                .overprovisioning_factor(100.0)
+                .subset(tower_lb::route::Subset::new(
+                    usize::MAX - 1,
+                    usize::MAX,
+                    usize::MAX,
+                )),
+        )
+        .build()
+        .unwrap();
+    assert_eq!(routed.oneshot(3).await.unwrap(), 3);
     let retry = RetryLayer::builder()
         .replay(CloneRequest)
         .per_try_timeout(year)

@@ -345,6 +345,7 @@ async fn a_probe_cut_by_a_per_try_timeout_is_a_failed_probe() {
     hang.store(true, Ordering::Relaxed);
     let retry = RetryLayer::builder()
         .replay(CloneRequest)
+        .classify(tower_lb::classify::ErrIsFailure)
         .max_attempts(1)
         .per_try_timeout(Duration::from_millis(200))
         .build()

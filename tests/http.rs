@@ -109,10 +109,12 @@ fn hyper_client() -> HyperClient {
     Client::builder(TokioExecutor::new()).build_http()
 }
 
-async fn send<S>(lb: &mut S, req: http::Request<Empty<Bytes>>) -> Echo
+async fn send<S, B>(lb: &mut S, req: http::Request<Empty<Bytes>>) -> Echo
 where
-    S: Service<http::Request<Empty<Bytes>>, Response = http::Response<Incoming>>,
+    S: Service<http::Request<Empty<Bytes>>, Response = http::Response<B>>,
     S::Error: std::fmt::Debug,
+    B: hyper::body::Body,
+    B::Error: std::fmt::Debug,
 {
     let res = lb.ready().await.unwrap().call(req).await.unwrap();
     Echo::parse(&res.into_body().collect().await.unwrap().to_bytes())

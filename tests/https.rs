@@ -157,9 +157,11 @@ fn hyper_lb(tls: TlsConfig, addrs: &[SocketAddr]) -> HyperLb {
     round_robin(HyperHttps::new(tls), addrs)
 }
 
-async fn get<S>(lb: &mut S, path: &str) -> Result<Seen, S::Error>
+async fn get<S, B>(lb: &mut S, path: &str) -> Result<Seen, S::Error>
 where
-    S: Service<::http::Request<Body>, Response = ::http::Response<Incoming>>,
+    S: Service<::http::Request<Body>, Response = ::http::Response<B>>,
+    B: hyper::body::Body,
+    B::Error: std::fmt::Debug,
 {
     let req = ::http::Request::get(path).body(Empty::new()).unwrap();
     let res = lb.ready().await?.call(req).await?;

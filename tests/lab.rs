@@ -865,3 +865,29 @@ fn every_shipped_scenario_parses() {
         assert_eq!(&sc.name, name);
     }
 }
+
+// ---------------------------------------------------------------- streaming
+
+/// Body tracking against header-time tracking, with 1% of requests holding
+/// a worker for 5 s: least-in-flight that sees the streams keeps the other
+/// requests off the replicas busy streaming (lower mean and p95); at the
+/// end, every stream still open is counted in flight with body tracking
+/// and none with header-time tracking.
+#[test]
+fn streaming_body_tracking_sees_the_streams_header_tracking_does_not() {
+    let r = sim("streaming", 30, &["least_in_flight"], Some(1));
+    let body = run(&r, "least_in_flight");
+    let headers = run(&r, "least_in_flight/headers");
+    assert!(
+        body.latency_ms.mean < headers.latency_ms.mean
+            && body.latency_ms.p95 < headers.latency_ms.p95,
+        "{}",
+        summary(&r)
+    );
+    let open = |x: &PickerReport| x.in_flight_end.iter().sum::<usize>();
+    assert!(
+        open(body) >= open(headers) + 3,
+        "streams open at the end are in flight only with body tracking:{}",
+        summary(&r)
+    );
+}

@@ -58,7 +58,10 @@ async fn upsert_keeps_the_model_and_updates_weight_and_meta() {
         .with_label("version", "v2");
     let r = h.edit(|set| {
         let a = set.upsert("a", 3.0, zone.clone(), || fixed("unused", Duration::ZERO))?;
-        let b = set.upsert("b", 1.0, EndpointMeta::new(), || fixed("b", Duration::ZERO))?;
+        // At a's priority: priorities are honoured (a lower one would take
+        // no traffic while the higher one is healthy).
+        let b_meta = EndpointMeta::new().with_priority(2);
+        let b = set.upsert("b", 1.0, b_meta, || fixed("b", Duration::ZERO))?;
         Ok::<_, tower_lb::ConfigError>((a, b))
     });
     assert_eq!(r.unwrap(), (Upsert::Updated, Upsert::Inserted));
@@ -153,7 +156,8 @@ async fn one_edit_applies_many_changes_at_once() {
         set.keys().copied().collect::<Vec<_>>()
     });
     assert_eq!(keys, ["b", "c"]);
+    // b is now at priority 1: c (priority 0, healthy) takes every pick.
     let c = tally(&lb, 4).await;
-    assert_eq!((c["b"], c["c"]), (2, 2), "{c:?}");
+    assert_eq!((c.get("b"), c["c"]), (None, 4), "{c:?}");
     assert_eq!(h.endpoints()[0].1.meta().priority(), 1);
 }

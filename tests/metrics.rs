@@ -350,6 +350,44 @@ async fn labels_come_from_the_key_through_a_closure() {
     );
 }
 
+#[tokio::test]
+async fn zone_and_priority_are_attributes_and_follow_metadata_changes() {
+    use tower_lb::endpoint::{EndpointMeta, Locality};
+    let exporter = Exporter::new().unwrap();
+    let svc = tower::service_fn(|n: u32| async move { Ok::<_, Infallible>(n) });
+    let meta = EndpointMeta::new()
+        .with_locality(Locality::in_zone("eu-1a"))
+        .with_label("version", "v7");
+    let mut lb = tower_lb::Balance::builder()
+        .endpoint_with("a", svc, 1.0, meta)
+        .metrics(Metrics::new(&exporter.meter(), "zones"))
+        .build()
+        .unwrap();
+    lb.ready().await.unwrap().call(1).await.unwrap();
+    let s = parse(&exporter.render().unwrap());
+    let at = [("lb_endpoint_zone", "eu-1a"), ("lb_endpoint_priority", "0")];
+    assert_eq!(sum(&s, "lb_requests_total", &at), 1.0);
+    assert_eq!(sum(&s, "lb_request_duration_seconds_count", &at), 1.0);
+    assert!(
+        s.iter().all(|x| !x.labels.contains_key("version")),
+        "labels stay out"
+    );
+    // Moved to another zone and priority: the same endpoint, new series.
+    let moved = EndpointMeta::new()
+        .with_locality(Locality::in_zone("eu-1b"))
+        .with_priority(1);
+    assert!(lb.handle().set_meta(&"a", moved));
+    lb.ready().await.unwrap().call(2).await.unwrap();
+    let s = parse(&exporter.render().unwrap());
+    let at = [("lb_endpoint_zone", "eu-1b"), ("lb_endpoint_priority", "1")];
+    assert_eq!(
+        sum(&s, "lb_requests_total", &at),
+        2.0,
+        "the counter carries on"
+    );
+    assert_eq!(sum(&s, "lb_request_duration_seconds_count", &at), 1.0);
+}
+
 #[test]
 fn bad_duration_buckets_are_refused() {
     let meter = opentelemetry::global::meter("t");

@@ -113,7 +113,7 @@ async fn failing_servers_are_retried_around_ejected_and_readmitted() {
             let req = http::Request::get("http://service.internal/x")
                 .body(Empty::<Bytes>::new())
                 .unwrap();
-            let res: http::Response<hyper::body::Incoming> =
+            let res: http::Response<tower_lb::http::TrackBody<hyper::body::Incoming>> =
                 svc.oneshot(req).await.expect("no error reaches the caller");
             assert_eq!(res.status(), 200, "a failure reached the caller");
         }

@@ -2,11 +2,11 @@
 //! number of workers with a FIFO queue, and a schedule of events. The same
 //! model answers in-process calls (`--sim`) and HTTP requests (http mode).
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::load::{Meter, report_text};
@@ -131,7 +131,7 @@ pub struct Backend {
     name: String,
     base: Condition,
     events: Vec<EventSpec>,
-    workers: Option<(usize, Semaphore)>,
+    workers: Option<(usize, Arc<Semaphore>)>,
     start: Instant,
     rng: Mutex<Rng>,
     /// Requests holding a worker (or being served, when unlimited).
@@ -160,12 +160,40 @@ impl Drop for Count<'_> {
     }
 }
 
+/// Counts a request as active on its backend until dropped (owned, so a
+/// stream's body can keep it).
+#[derive(Debug)]
+struct Active(Arc<Backend>);
+
+impl Active {
+    fn new(b: Arc<Backend>) -> Self {
+        b.active.fetch_add(1, Ordering::Relaxed);
+        Self(b)
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A stream's claim on its backend: the worker (and the active count) it
+/// holds while its body streams, until `until`.
+#[derive(Debug)]
+pub struct Hold {
+    /// When the stream ends.
+    pub until: Instant,
+    _permit: Option<OwnedSemaphorePermit>,
+    _active: Active,
+}
+
 impl Backend {
     /// A backend whose event clock starts at `start`.
     pub fn new(spec: &BackendSpec, seed: u64, start: Instant) -> Self {
         let workers = spec
             .workers
-            .map(|w| (w as usize, Semaphore::new(w as usize)));
+            .map(|w| (w as usize, Arc::new(Semaphore::new(w as usize))));
         Self {
             name: spec.name.clone(),
             base: Condition {
@@ -221,11 +249,14 @@ impl Backend {
     }
 
     /// Serves one request: waits for a worker (FIFO), then for the service
-    /// time, and answers 200 or the failure status.
-    pub async fn serve(&self) -> Answer {
+    /// time, and answers 200 or the failure status. For a stream
+    /// (`Some(hold)`), a 200 answer comes with a [`Hold`]: the worker stays
+    /// busy streaming the body until `hold` has passed (or the hold is
+    /// dropped).
+    pub async fn serve(self: &Arc<Self>, stream: Option<Duration>) -> (Answer, Option<Hold>) {
         let c = self.condition(Instant::now());
         if c.down {
-            return Answer::Down;
+            return (Answer::Down, None);
         }
         let fail = c.error_rate > 0.0 && {
             let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
@@ -234,23 +265,31 @@ impl Backend {
         if fail && let Some(d) = c.error_delay {
             tokio::time::sleep(d).await;
             self.meter.record(Instant::now(), true);
-            return Answer::Status(c.status);
+            return (Answer::Status(c.status), None);
         }
-        let _permit = match &self.workers {
+        let permit = match &self.workers {
             Some((_, sem)) => {
                 let _waiting = Count::new(&self.waiting);
-                match sem.acquire().await {
+                match sem.clone().acquire_owned().await {
                     Ok(p) => Some(p),
-                    Err(_) => return Answer::Down,
+                    Err(_) => return (Answer::Down, None),
                 }
             }
             None => None,
         };
-        let _active = Count::new(&self.active);
+        let active = Active::new(self.clone());
         let d = self.draw(|rng| c.delay.sample(rng));
         tokio::time::sleep(d).await;
         self.meter.record(Instant::now(), fail);
-        Answer::Status(if fail { c.status } else { 200 })
+        if fail {
+            return (Answer::Status(c.status), None);
+        }
+        let hold = stream.map(|hold| Hold {
+            until: Instant::now() + hold,
+            _permit: permit,
+            _active: active,
+        });
+        (Answer::Status(200), hold)
     }
 
     /// The load report an answer sent at `now` carries, when the backend

@@ -25,12 +25,12 @@ use tower_lb::retry::RetryLayer;
 use super::backend::{Backend, sub_seed};
 use super::endpoint::{Endpoint, LabRequest, Parts, Target};
 use super::error::LabError;
-use super::load::Sink;
+use super::fleet;
 use super::oracle::Oracle;
 use super::peers::{self, PeerSpec};
 use super::record::Recorder;
 use super::report::{PickerReport, Report};
-use super::scenario::{PickerName, RetrySpec, Scenario};
+use super::scenario::{PickerName, RetrySpec, Scenario, Tracking, Variant};
 use super::server;
 use super::users::{Plan, progress, user};
 
@@ -85,6 +85,10 @@ struct Ctx<'a> {
     limited: bool,
     /// http mode: where the balancers report their metrics.
     exporter: Option<&'a Exporter>,
+    /// How the balancers track a call.
+    track: Tracking,
+    /// The route-step variant of this row (`[fleet]`).
+    variant: Option<Variant>,
 }
 
 async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
@@ -94,19 +98,32 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
         return Err(LabError::input("--duration: must be > 0"));
     }
     let pickers = opts.pickers.clone().unwrap_or_else(|| sc.pickers.clone());
-    // Adaptive limits: every row has them, or (`compare`) every picker
-    // runs without and then with them.
-    let variants: &[bool] = match &sc.resilience.adaptive_concurrency {
+    // Each picker once per tracking mode (the oracle needs none).
+    let tracking = sc.tracking();
+    // ... and once per route-step variant (`[fleet]`).
+    let variants = sc.variants();
+    // ... and (`[resilience.adaptive_concurrency]`) with adaptive limits,
+    // or (`compare`) without and then with them.
+    let limits: &[bool] = match &sc.resilience.adaptive_concurrency {
         None => &[false],
         Some(a) if a.compare => &[false, true],
         Some(_) => &[true],
     };
-    let picker_rows: Vec<(PickerName, bool)> = pickers
-        .iter()
-        .flat_map(|&p| variants.iter().map(move |&limited| (p, limited)))
-        .collect();
+    let mut runs: Vec<(PickerName, Tracking, Option<Variant>, bool)> = Vec::new();
+    for &p in &pickers {
+        let modes = if p == PickerName::Oracle {
+            &tracking[..1]
+        } else {
+            &tracking[..]
+        };
+        for &t in modes {
+            for &v in &variants {
+                runs.extend(limits.iter().map(|&l| (p, t, v, l)));
+            }
+        }
+    }
     let peer_rows = peers::rows(opts.peers.as_deref().unwrap_or(&sc.peers));
-    let rows = picker_rows.len() + if opts.sim { 0 } else { peer_rows.len() };
+    let rows = runs.len() + if opts.sim { 0 } else { peer_rows.len() };
     let mut report = Report::new(sc, opts.sim, seed, duration.as_secs_f64());
     // http mode only: the sim stays free of the SDK (and of real sockets).
     let mut _metrics_server = None;
@@ -125,7 +142,7 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
         }
         Some(exporter)
     };
-    for (k, &(name, limited)) in picker_rows.iter().enumerate() {
+    for (k, &(name, track, variant, limited)) in runs.iter().enumerate() {
         let ctx = Ctx {
             sc,
             sim: opts.sim,
@@ -135,6 +152,8 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
             nth: (k + 1, rows),
             limited,
             exporter: exporter.as_ref(),
+            track,
+            variant,
         };
         match run_picker(&ctx, name).await? {
             Ok(r) => report.runs.push(r),
@@ -151,7 +170,7 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
             duration,
             seed,
             quiet: opts.quiet,
-            nth: (picker_rows.len() + 1, rows),
+            nth: (runs.len() + 1, rows),
         };
         peers::run::run_rows(&ctx, &peer_rows, &mut report).await?;
     }
@@ -188,10 +207,14 @@ where
 {
     let sc = ctx.sc;
     let n = sc.backends.len();
-    let label = if ctx.limited {
-        format!("{name}+limits")
-    } else {
-        name.as_str().to_string()
+    // The row's name: picker, tracking mode, adaptive limits.
+    let label = {
+        let l = ctx.track.label(name.as_str());
+        if ctx.limited {
+            format!("{l}+limits")
+        } else {
+            l
+        }
     };
     if ctx.sim {
         // The retry layer's backoff jitter draws from fastrand's thread-local
@@ -262,8 +285,9 @@ where
     for c in 0..clients {
         let mut b = Balance::builder()
             .picker(make(&backends))
-            .classify(Classifier::new())
-            .seed(sub_seed(ctx.seed, 2000 + u64::from(c)));
+            .classify(Classifier::new().track(ctx.track.track()))
+            .seed(sub_seed(ctx.seed, 2000 + u64::from(c)))
+            .routing(sc.routing(ctx.variant, c));
         if let Some(spec) = &res.breaker {
             b = b.circuit_breaker(
                 spec.config(sub_seed(ctx.seed, 4000 + u64::from(c)))
@@ -294,28 +318,25 @@ where
                 names.get(i).cloned().unwrap_or_else(|| i.to_string())
             });
         }
-        let sinks: Vec<Arc<Sink>> = (0..n).map(|_| Arc::new(Sink::new())).collect();
+        let given = sc.given(ctx.variant, ctx.seed, c);
         for (i, (t, spec)) in targets.iter().zip(&sc.backends).enumerate() {
+            if !given[i] {
+                continue;
+            }
             let ep = Endpoint::new(Parts {
                 idx: i,
                 target: t.clone(),
-                overhead: sc.load.overhead.0,
+                overhead: sc.load.overhead.0 + sc.rtt(c, i),
                 rec: rec.clone(),
-                reports: sinks[i].clone(),
             });
-            b = b.weighted_endpoint(i, ep, if weighted { spec.weight } else { 1.0 });
+            let w = if weighted { spec.weight } else { 1.0 };
+            b = b.endpoint_with(i, ep, w, sc.meta(i));
         }
-        let lb = b
-            .build()
-            .map_err(|e| LabError::input(format!("scenario {}: {e}", sc.name)))?;
-        // Reports go straight to the endpoint's model (O(1); a `Handle`
-        // here would make the endpoint's service own its balancer).
-        for (i, state) in lb.handle().endpoints() {
-            if let Some(sink) = sinks.get(i) {
-                let _ = sink.set(Box::new(move |r| state.report_load(r)));
-            }
-        }
-        lbs.push(lb);
+        // Load reports reach the endpoint's model through the classifier.
+        lbs.push(
+            b.build()
+                .map_err(|e| LabError::input(format!("scenario {}: {e}", sc.name)))?,
+        );
     }
     let plan = Arc::new(Plan::new(sc, start, end, ctx.seed));
     let users: Vec<_> = (0..sc.max_vus() as usize)
@@ -330,9 +351,13 @@ where
             }
         })
         .collect();
+    let shown = match ctx.variant {
+        Some(v) => format!("{label} [{}]", v.as_str()),
+        None => label.clone(),
+    };
     let progress = (!ctx.quiet).then(|| {
         tokio::spawn(progress(
-            label.clone(),
+            shown,
             ctx.nth,
             start,
             sc.load.warmup.0 + ctx.duration,
@@ -340,7 +365,31 @@ where
             ctx.sim,
         ))
     });
-    tokio::time::sleep_until(end).await;
+    // With [fleet], client 0's plan at the end of each second (its
+    // priority phases).
+    let mut plan_seen = Vec::new();
+    if sc.fleet.is_some() {
+        let second = Duration::from_secs(1);
+        let mut tick = tokio::time::interval_at(start + second, second);
+        while tick.tick().await <= end {
+            plan_seen.push(fleet::sample(&lbs[0].handle().route_plan()));
+        }
+        tokio::time::sleep_until(end).await;
+    } else {
+        tokio::time::sleep_until(end).await;
+    }
+    let picks: Vec<Vec<u64>> = lbs
+        .iter()
+        .map(|lb| {
+            let mut row = vec![0; n];
+            for (i, st) in lb.handle().endpoints() {
+                if let Some(x) = row.get_mut(i) {
+                    *x = st.picks();
+                }
+            }
+            row
+        })
+        .collect();
     let mut in_flight = vec![0; n];
     let mut ejections = vec![0; n];
     let mut opens = vec![0; n];
@@ -374,15 +423,16 @@ where
     report.retries = retries.map(|ls| ls.iter().map(|l| l.stats().retries()).sum());
     report.ejections = res.outlier.is_some().then_some(ejections);
     report.breaker_opens = res.breaker.is_some().then_some(opens);
+    report.route = ctx.variant.map(|v| v.as_str().to_string());
+    if sc.fleet.is_some() {
+        report.fleet = Some(fleet::stats(sc, &picks, &report, &plan_seen));
+    }
     Ok(report)
 }
 
-fn retry_layer(
-    spec: &RetrySpec,
-) -> Result<RetryLayer<tower_lb::retry::Replayable, Classifier>, tower_lb::ConfigError> {
-    let mut b = RetryLayer::builder()
-        .classify(Classifier::new())
-        .max_attempts(spec.max_attempts);
+/// A retry layer classifying with the balancer's classifier (the default).
+fn retry_layer(spec: &RetrySpec) -> Result<RetryLayer, tower_lb::ConfigError> {
+    let mut b = RetryLayer::builder().max_attempts(spec.max_attempts);
     if let Some(t) = spec.per_try_timeout {
         b = b.per_try_timeout(t.0);
     }

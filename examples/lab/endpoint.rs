@@ -15,14 +15,30 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use tower::Service;
 
-use super::backend::{Answer, Backend};
-use super::load::{Sink, feed};
+use super::backend::{Answer, Backend, Hold};
+use super::body::LabBody;
 use super::record::Recorder;
 
 /// What a virtual user sends.
 pub type LabRequest = http::Request<Empty<Bytes>>;
-/// What it gets back (the body is read and dropped).
-pub type LabResponse = http::Response<()>;
+/// What it gets back (the user reads the body to its end).
+pub type LabResponse = http::Response<LabBody>;
+
+/// The request header that makes a request a stream: its value is how long
+/// the body streams, in milliseconds.
+pub const STREAM_HEADER: &str = "x-lab-stream";
+
+/// How long a request's body streams, if it is a stream.
+pub fn stream_hold(req: &http::Request<impl Sized>) -> Option<Duration> {
+    let ms: u64 = req
+        .headers()
+        .get(STREAM_HEADER)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()?;
+    Some(Duration::from_millis(ms))
+}
 /// The hyper-util client used in http mode.
 pub type HttpClient = Client<HttpConnector, Empty<Bytes>>;
 
@@ -82,8 +98,6 @@ pub struct Parts {
     pub overhead: Duration,
     /// Counts the picks per backend.
     pub rec: Arc<Recorder>,
-    /// Where the backend's load reports go (this endpoint's balancer).
-    pub reports: Arc<Sink>,
 }
 
 type BoxFuture = Pin<Box<dyn Future<Output = Result<LabResponse, EndpointError>> + Send>>;
@@ -101,22 +115,23 @@ impl Service<LabRequest> for Endpoint {
         let parts = &*self.0;
         parts.rec.pick(parts.idx);
         let overhead = parts.overhead;
-        let sink = parts.reports.clone();
         match parts.target.clone() {
             Target::Sim(backend) => Box::pin(async move {
-                let answer = backend.serve().await;
+                let (answer, hold) = backend.serve(stream_hold(&req)).await;
+                // The report as the backend sends it, with its answer; the
+                // balancer's classifier reads it.
                 let report = backend.load_report(tokio::time::Instant::now());
                 if !overhead.is_zero() {
                     tokio::time::sleep(overhead).await;
                 }
-                let mut out = respond(answer)?;
+                let mut out = respond(answer, hold)?;
                 if let Some(v) = report.and_then(|r| http::HeaderValue::try_from(r).ok()) {
                     out.headers_mut().insert(tower_lb::orca::HEADER, v);
                 }
-                feed(&sink, out.headers());
                 Ok(out)
             }),
             Target::Http { client, authority } => Box::pin(async move {
+                let streams = stream_hold(&req).is_some();
                 let mut parts = req.uri().clone().into_parts();
                 parts.scheme = Some(Scheme::HTTP);
                 parts.authority = Some(authority);
@@ -126,6 +141,11 @@ impl Service<LabRequest> for Endpoint {
                     .request(req)
                     .await
                     .map_err(|e| EndpointError(format!("request failed: {e}")))?;
+                // A stream's body is passed on (the balancer tracks it);
+                // others are read here, as before.
+                if streams {
+                    return Ok(res.map(LabBody::Http));
+                }
                 let status = res.status();
                 let report = res.headers().get(tower_lb::orca::HEADER).cloned();
                 res.into_body()
@@ -135,23 +155,22 @@ impl Service<LabRequest> for Endpoint {
                 if !overhead.is_zero() {
                     tokio::time::sleep(overhead).await;
                 }
-                let mut out = http::Response::new(());
+                let mut out = http::Response::new(LabBody::Done);
                 *out.status_mut() = status;
                 if let Some(v) = report {
                     out.headers_mut().insert(tower_lb::orca::HEADER, v);
                 }
-                feed(&sink, out.headers());
                 Ok(out)
             }),
         }
     }
 }
 
-fn respond(answer: Answer) -> Result<LabResponse, EndpointError> {
+fn respond(answer: Answer, hold: Option<Hold>) -> Result<LabResponse, EndpointError> {
     match answer {
         Answer::Down => Err(EndpointError("connection closed".into())),
         Answer::Status(s) => {
-            let mut out = http::Response::new(());
+            let mut out = http::Response::new(LabBody::held(hold));
             *out.status_mut() =
                 http::StatusCode::from_u16(s).map_err(|e| EndpointError(e.to_string()))?;
             Ok(out)

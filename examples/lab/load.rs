@@ -1,7 +1,6 @@
 //! Backends that report their own load (ORCA, `reports = true`): every
-//! answer carries an `endpoint-load-metrics` header in TEXT form, and the
-//! lab feeds it to the balancer that sent the request (through
-//! `Handle::report_load`), in `--sim` and http mode alike.
+//! answer carries an `endpoint-load-metrics` header in TEXT form, which the
+//! balancer's classifier reads, in `--sim` and http mode alike.
 //!
 //! A backend with `w` workers, `b` of them busy and `q` requests waiting
 //! reports `cpu_utilization = b / w` (busy workers over workers) and
@@ -10,11 +9,10 @@
 //! `rps_fractional` and `eps` the requests answered and failed over the
 //! last second. A backend without a worker limit reports rates only.
 
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tower_lb::orca::LoadReport;
 
 /// Width of one counting bucket.
 const BUCKET: Duration = Duration::from_millis(100);
@@ -85,7 +83,12 @@ impl Meter {
 
 /// The `endpoint-load-metrics` value of a backend with `busy` workers busy
 /// and `waiting` requests queued out of `workers` (`None`: unlimited).
-pub fn report_text(busy: usize, waiting: usize, workers: Option<usize>, rates: (f64, f64)) -> String {
+pub fn report_text(
+    busy: usize,
+    waiting: usize,
+    workers: Option<usize>,
+    rates: (f64, f64),
+) -> String {
     let (rps, eps) = rates;
     match workers {
         Some(w) => format!(
@@ -97,19 +100,10 @@ pub fn report_text(busy: usize, waiting: usize, workers: Option<usize>, rates: (
     }
 }
 
-/// Where one endpoint's reports go: set once its balancer is built.
-pub type Sink = OnceLock<Box<dyn Fn(&LoadReport) + Send + Sync>>;
-
-/// Feeds the report in `headers`, if any and well formed, to `sink`.
-pub fn feed(sink: &Sink, headers: &http::HeaderMap) {
-    if let (Some(f), Some(Ok(report))) = (sink.get(), LoadReport::from_headers(headers)) {
-        f(&report);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tower_lb::orca::LoadReport;
 
     #[tokio::test(start_paused = true)]
     async fn rates_cover_the_last_second() {
@@ -129,6 +123,9 @@ mod tests {
         let r = LoadReport::parse(&report_text(8, 8, Some(16), (120.0, 2.0))).unwrap();
         assert_eq!(r.cpu_utilization(), Some(0.5));
         assert_eq!(r.application_utilization(), Some(1.0));
-        assert_eq!((r.rps_fractional(), r.eps(), r.rejected()), (Some(120.0), Some(2.0), 0));
+        assert_eq!(
+            (r.rps_fractional(), r.eps(), r.rejected()),
+            (Some(120.0), Some(2.0), 0)
+        );
     }
 }

@@ -11,9 +11,11 @@
 //! peers and the JSON schema.
 
 pub mod backend;
+pub mod body;
 pub mod driver;
 pub mod endpoint;
 pub mod error;
+pub mod fleet;
 pub mod load;
 pub mod oracle;
 pub mod peers;

@@ -194,6 +194,8 @@ impl Recorder {
                 pick_ns_measured: pick_ns,
                 timeline,
                 peer: None,
+                route: None,
+                fleet: None,
             }
         })
     }

@@ -5,10 +5,14 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::fleet::FleetStats;
 use super::scenario::Scenario;
 
 /// The JSON schema identifier; bump it when a field changes meaning.
 pub const SCHEMA: &str = "tower-lb-lab/1";
+
+/// The most backends the table lists one by one.
+pub const MAX_LISTED: usize = 12;
 
 /// One lab run: a scenario, every picker's numbers.
 #[derive(Debug, Clone, Serialize)]
@@ -49,6 +53,10 @@ pub struct BackendInfo {
     pub workers: Option<u32>,
     /// Weight (seen by the pickers in `weights_for`).
     pub weight: f64,
+    /// Zone (`null` when the scenario gives none).
+    pub zone: Option<String>,
+    /// Priority level (0 is the highest).
+    pub priority: u32,
 }
 
 /// One picker's numbers.
@@ -94,6 +102,11 @@ pub struct PickerReport {
     /// A peer row (a central proxy, not a picker): what ran; `null` for a
     /// picker's row.
     pub peer: Option<PeerInfo>,
+    /// The route-step variant of this row (`[fleet] variants`), `null`
+    /// without `[fleet]`.
+    pub route: Option<String>,
+    /// Connections, load, zones and priorities (`null` without `[fleet]`).
+    pub fleet: Option<FleetStats>,
 }
 
 /// What a peer row ran.
@@ -159,6 +172,8 @@ impl Report {
                     delay: b.delay.to_string(),
                     workers: b.workers,
                     weight: b.weight,
+                    zone: b.zone.clone(),
+                    priority: b.priority,
                 })
                 .collect(),
             notes: Vec::new(),
@@ -166,7 +181,7 @@ impl Report {
         }
     }
 
-    /// The run of `picker`, if it ran.
+    /// The run of `picker`, if it ran (its first variant's, with `[fleet]`).
     pub fn run(&self, picker: &str) -> Option<&PickerReport> {
         self.runs.iter().find(|r| r.picker == picker)
     }
@@ -179,12 +194,16 @@ impl Report {
     /// A row's name as the table and the chart show it: `(w)` after a
     /// picker that saw the weights, `(peer)` after a proxy.
     pub fn row_name(&self, r: &PickerReport) -> String {
-        if r.peer.is_some() {
+        let name = if r.peer.is_some() {
             format!("{} (peer)", r.picker)
         } else if r.weighted && self.backends.iter().any(|b| b.weight != 1.0) {
             format!("{} (w)", r.picker)
         } else {
             r.picker.clone()
+        };
+        match &r.route {
+            Some(route) => format!("{name} [{route}]"),
+            None => name,
         }
     }
 
@@ -206,7 +225,14 @@ impl Report {
             let _ = writeln!(out, "{}", self.description);
         }
         let names: Vec<&str> = self.backends.iter().map(|b| b.name.as_str()).collect();
-        let _ = writeln!(out, "backends: {}", names.join(", "));
+        match names.as_slice() {
+            [first, .., last] if names.len() > MAX_LISTED => {
+                let _ = writeln!(out, "backends: {} ({first} to {last})", names.len());
+            }
+            _ => {
+                let _ = writeln!(out, "backends: {}", names.join(", "));
+            }
+        }
         let mut proxies: Vec<String> = Vec::new();
         for p in self.runs.iter().filter_map(|r| r.peer.as_ref()) {
             let v = format!("{} {}", p.proxy, p.version);
@@ -223,8 +249,19 @@ impl Report {
         }
         let names: Vec<String> = self.runs.iter().map(|r| self.row_name(r)).collect();
         let name_w = names.iter().map(|n| n.chars().count()).fold(22, usize::max);
-        let share_w = (self.backends.len() * 5).max(9);
-        let fl_w = (self.backends.len() * 4).max(9);
+        // Past a dozen backends the per-backend columns give way to their
+        // spread (the JSON keeps every value).
+        let many = self.backends.len() > MAX_LISTED;
+        let share_w = if many {
+            15
+        } else {
+            (self.backends.len() * 5).max(9)
+        };
+        let fl_w = if many {
+            11
+        } else {
+            (self.backends.len() * 4).max(9)
+        };
         let _ = writeln!(
             out,
             "{:<name_w$} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>6}  {:<share_w$}  {:<fl_w$}  {:>8}",
@@ -243,15 +280,40 @@ impl Report {
         let _ = writeln!(
             out,
             "{:<name_w$} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>6}  {:<share_w$}  {:<fl_w$}  {:>8}",
-            "", "", "ms", "ms", "ms", "ms", "ms", "", "per backend", "at end", ""
+            "",
+            "",
+            "ms",
+            "ms",
+            "ms",
+            "ms",
+            "ms",
+            "",
+            if many {
+                "min-max/backend"
+            } else {
+                "per backend"
+            },
+            if many { "sum at end" } else { "at end" },
+            ""
         );
         for (r, name) in self.runs.iter().zip(&names) {
-            let share: Vec<String> = r
-                .share
-                .iter()
-                .map(|s| format!("{:.1}", s * 100.0))
-                .collect();
-            let fl: Vec<String> = r.in_flight_end.iter().map(|n| n.to_string()).collect();
+            let (share, fl) = if many {
+                let lo = r.share.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = r.share.iter().copied().fold(0.0, f64::max);
+                let sum: usize = r.in_flight_end.iter().sum();
+                (
+                    vec![format!("{:.2}-{:.2}", lo * 100.0, hi * 100.0)],
+                    vec![sum.to_string()],
+                )
+            } else {
+                (
+                    r.share
+                        .iter()
+                        .map(|s| format!("{:.1}", s * 100.0))
+                        .collect(),
+                    r.in_flight_end.iter().map(|n| n.to_string()).collect(),
+                )
+            };
             let pick = if r.peer.is_some() {
                 "-".to_string()
             } else {
@@ -291,6 +353,7 @@ impl Report {
                 let _ = writeln!(out, "{}: {}", r.picker, parts.join(", "));
             }
         }
+        super::fleet::table(self, &mut out);
         for n in &self.notes {
             let _ = writeln!(out, "note: {n}");
         }

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::{Either, Full};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -15,7 +15,8 @@ use tokio::task::JoinHandle;
 use tower_lb::metrics::prometheus::Exporter;
 
 use super::backend::{Answer, Backend};
-use super::endpoint::EndpointError;
+use super::body::LabBody;
+use super::endpoint::{EndpointError, stream_hold};
 use super::error::LabError;
 
 /// The response header naming the backend that answered.
@@ -93,21 +94,28 @@ async fn accept(listener: TcpListener, backend: Arc<Backend>, tag: http::HeaderV
         let backend = backend.clone();
         let tag = tag.clone();
         tokio::spawn(async move {
-            let svc = service_fn(move |_req| {
+            let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
                 let backend = backend.clone();
                 let tag = tag.clone();
+                let stream = stream_hold(&req);
                 async move {
-                    match backend.serve().await {
+                    match backend.serve(stream).await {
                         // Down: an error makes hyper close the connection
                         // without an answer, as a dead process would.
-                        Answer::Down => Err(EndpointError("down".into())),
-                        Answer::Status(s) => {
-                            let mut res = http::Response::new(Full::new(Bytes::from_static(b"ok")));
+                        (Answer::Down, _) => Err(EndpointError("down".into())),
+                        (Answer::Status(s), hold) => {
+                            let body = match hold {
+                                Some(h) => Either::Right(LabBody::held(Some(h))),
+                                None => Either::Left(Full::new(Bytes::from_static(b"ok"))),
+                            };
+                            let mut res = http::Response::new(body);
                             *res.status_mut() = http::StatusCode::from_u16(s)
                                 .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
                             res.headers_mut().insert(BACKEND_HEADER, tag);
                             let report = backend.load_report(tokio::time::Instant::now());
-                            if let Some(v) = report.and_then(|r| http::HeaderValue::try_from(r).ok()) {
+                            if let Some(v) =
+                                report.and_then(|r| http::HeaderValue::try_from(r).ok())
+                            {
                                 res.headers_mut().insert(tower_lb::orca::HEADER, v);
                             }
                             Ok::<_, EndpointError>(res)

@@ -52,6 +52,7 @@ pub fn chart(r: &Report, timeline: bool) -> String {
     );
     y = latency_bars(r, &names, label, &mut body, y + 10.0);
     y = share_bars(r, &names, label, &mut body, y + 20.0);
+    y = super::fleet::chart(r, &names, label, &mut body, y + 20.0);
     if timeline {
         y = over_time(r, &names, label, &mut body, y + 20.0);
     }
@@ -100,7 +101,12 @@ fn share_bars(r: &Report, names: &[String], label: f64, out: &mut String, mut y:
         r#"<text x="10" y="{y}" font-weight="bold">Share of requests per backend</text>"#
     );
     let mut lx = label + 180.0;
-    for (i, b) in r.backends.iter().enumerate() {
+    let listed = if r.backends.len() > super::report::MAX_LISTED {
+        0
+    } else {
+        r.backends.len()
+    };
+    for (i, b) in r.backends.iter().enumerate().take(listed) {
         let _ = writeln!(
             out,
             r#"<rect x="{lx}" y="{ry}" width="10" height="10" fill="{c}"/><text x="{tx}" y="{y}">{name}</text>"#,

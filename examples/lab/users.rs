@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::Empty;
+use http_body_util::{BodyExt, Empty};
 use tokio::time::Instant;
 use tower::{Service, ServiceExt};
 
 use super::backend::{Rng, sub_seed};
-use super::endpoint::{LabRequest, LabResponse};
+use super::endpoint::{LabRequest, STREAM_HEADER};
 use super::record::Recorder;
 use super::scenario::{ClientIps, Scenario, Stage};
 
@@ -25,6 +25,8 @@ pub struct Plan {
     think: Duration,
     ips: ClientIps,
     seed: u64,
+    /// Share of requests that stream, and for how long (ms).
+    streams: Option<(f64, u64)>,
 }
 
 impl Plan {
@@ -38,6 +40,10 @@ impl Plan {
             think: sc.load.think.0,
             ips: sc.load.client_ips,
             seed,
+            streams: sc
+                .streams
+                .as_ref()
+                .map(|st| (st.share, st.hold.0.as_millis() as u64)),
         }
     }
 
@@ -58,9 +64,10 @@ impl Plan {
 }
 
 /// One closed-loop virtual user: request, wait for the answer, think, again.
-pub async fn user<L>(u: usize, mut lb: L, plan: Arc<Plan>, rec: Arc<Recorder>)
+pub async fn user<L, B>(u: usize, mut lb: L, plan: Arc<Plan>, rec: Arc<Recorder>)
 where
-    L: Service<LabRequest, Response = LabResponse>,
+    L: Service<LabRequest, Response = http::Response<B>>,
+    B: hyper::body::Body,
 {
     let mut rng = Rng::new(sub_seed(plan.seed, 10_000 + u as u64));
     let sticky_ip = random_ip(&mut rng);
@@ -86,18 +93,34 @@ where
         if let Ok(v) = http::HeaderValue::from_str(&ip) {
             req.headers_mut().insert("x-forwarded-for", v);
         }
+        // Drawn only in scenarios with streams, so the others' random
+        // sequences stay as they were.
+        if let Some((share, hold_ms)) = plan.streams
+            && rng.unit() < share
+        {
+            req.headers_mut()
+                .insert(STREAM_HEADER, http::HeaderValue::from(hold_ms));
+        }
         let sent = Instant::now();
-        let (ok, pick_ns) = match lb.ready().await {
+        let (ok, pick_ns, done) = match lb.ready().await {
             Ok(svc) => {
                 let t = std::time::Instant::now();
                 let fut = svc.call(req);
                 let pick_ns = t.elapsed().as_nanos() as u64;
-                let ok = matches!(fut.await, Ok(r) if !r.status().is_server_error());
-                (ok, pick_ns)
+                let (ok, done) = match fut.await {
+                    Ok(r) => {
+                        // The latency is the time to the head; then the
+                        // body is read to its end (a stream's takes a while).
+                        let done = Instant::now();
+                        let good = !r.status().is_server_error();
+                        (good && r.into_body().collect().await.is_ok(), done)
+                    }
+                    Err(_) => (false, Instant::now()),
+                };
+                (ok, pick_ns, done)
             }
-            Err(_) => (false, 0),
+            Err(_) => (false, 0, Instant::now()),
         };
-        let done = Instant::now();
         if done >= plan.end {
             return;
         }

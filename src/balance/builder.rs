@@ -24,6 +24,7 @@ use crate::health::{
 use crate::outlier::OutlierDetection;
 use crate::pick::{PeakEwma, Picker};
 use crate::rng::RngSource;
+use crate::route::{Panic as RoutePanic, Router, Routing};
 
 /// The name of a balancer that was not given one.
 pub const DEFAULT_NAME: &str = "balance";
@@ -57,6 +58,7 @@ pub(crate) struct Settings<K, S> {
     outlier: Option<OutlierDetection>,
     panic_threshold: f64,
     panic_mode: PanicMode,
+    routing: Routing,
     pub(crate) name: Option<Arc<str>>,
     pub(crate) labels: Option<Label<K>>,
     hook: Option<crate::health::Hook>,
@@ -83,6 +85,7 @@ impl<K, S> Builder<K, S> {
                 outlier: None,
                 panic_threshold: DEFAULT_PANIC_THRESHOLD,
                 panic_mode: PanicMode::RouteAll,
+                routing: Routing::default(),
                 name: None,
                 labels: None,
                 hook: None,
@@ -238,6 +241,14 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         self
     }
 
+    /// The route step: priority levels (always honoured; factor 1.4 by
+    /// default), zone-aware or locality-weighted routing, deterministic
+    /// subsetting. See [`crate::route`].
+    pub fn routing(mut self, routing: Routing) -> Self {
+        self.cfg.routing = routing;
+        self
+    }
+
     /// Calls `hook` with every health change (breaker transitions, ejection
     /// and return, panic entered and left, active-check flips, discovery
     /// errors), on the thread that caused it. Keep it short: log, count,
@@ -253,8 +264,9 @@ impl<K, S, P, C> Builder<K, S, P, C> {
     /// A [`ConfigError`] naming the first invalid field: `weight`,
     /// `endpoint` (a duplicate key), `max_in_flight`, `timeout`, `decay`,
     /// `default_rtt`, `failure_penalty`, `failure_decay`, `panic_threshold`,
-    /// `slow_start.*`, `load_report_expiry`, `adaptive_concurrency.*`, or the
-    /// picker's own fields (`choices`, `vnodes`, ...).
+    /// `slow_start.*`, `routing.*`, `load_report_expiry`,
+    /// `adaptive_concurrency.*`, or the picker's own fields (`choices`,
+    /// `vnodes`, ...).
     pub fn build(self) -> Result<Balance<K, S, P, C>, ConfigError>
     where
         K: Hash + Eq,
@@ -296,6 +308,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         if cfg.cap == Some(0) {
             return Err(ConfigError::new("max_in_flight", 0, "an integer >= 1"));
         }
+        cfg.routing.validate()?;
         let mut seen = HashSet::new();
         for (key, w) in endpoints {
             check_weight("weight", w)?;
@@ -336,6 +349,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
                 outlier: c.outlier.clone(),
                 panic_threshold: c.panic_threshold,
                 panic_mode: c.panic_mode,
+                routing: c.routing.clone(),
                 name: c.name.clone(),
                 labels: c.labels.clone(),
                 hook: c.hook.clone(),
@@ -383,8 +397,15 @@ impl<K, S, P, C> Builder<K, S, P, C> {
                 health: &health,
             })
         });
+        let router = Arc::new(Router::new(
+            cfg.routing,
+            RoutePanic {
+                threshold: cfg.panic_threshold,
+                mode: cfg.panic_mode,
+            },
+        ));
         let shared = Arc::new(Shared {
-            set: ArcSwap::from_pointee(Snapshot::new(&self.picker, Vec::new())),
+            set: ArcSwap::from_pointee(Snapshot::new(&self.picker, &router, Vec::new())),
             picker: self.picker,
             classify: self.classify,
             writer: Mutex::new(()),
@@ -396,6 +417,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             next_id: AtomicU64::new(0),
             labels: cfg.labels,
             observer,
+            router,
         });
         let members = cfg
             .endpoints

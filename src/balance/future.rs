@@ -14,8 +14,12 @@ use crate::error::Error;
 pin_project! {
     /// The response future of [`Balance`](crate::Balance).
     ///
-    /// Holds the picked endpoint's in-flight slot. When the call completes,
-    /// its latency and outcome are recorded and the slot released. When the
+    /// Holds the picked endpoint's in-flight slot. When the call answers,
+    /// the classifier judges it and decides how long it lasts: the default
+    /// records its latency and outcome and releases the slot at once; the
+    /// HTTP and gRPC classifiers hand the slot to the response body, which
+    /// holds it until the body ends, errs or is dropped (see
+    /// [`Completion`](crate::endpoint::Completion)). When the
     /// balancer's [`timeout`](crate::balance::Builder::timeout) passes first,
     /// the call is dropped, recorded as a `Timeout` failure of its endpoint,
     /// and the future fails with [`Error::Timeout`]. When the future is
@@ -69,7 +73,7 @@ where
     F: Future<Output = Result<T, E>>,
     C: Classify<T, E>,
 {
-    type Output = Result<T, Error<E>>;
+    type Output = Result<C::Response, Error<E>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
@@ -95,10 +99,22 @@ where
                         return Poll::Ready(Err(Error::Timeout));
                     }
                 };
-                if let Some(guard) = guard.take() {
-                    guard.finish(|latency| classify.classify(res.as_ref(), latency));
+                let Some(guard) = guard.take() else {
+                    // Polled again after completion.
+                    return Poll::Ready(Err(Error::AllUnavailable(Default::default())));
+                };
+                match res {
+                    Ok(res) => {
+                        let (now, now_ns, latency) = guard.elapsed();
+                        let outcome = classify.classify(Ok(&res), latency);
+                        let completion = guard.answered(outcome, latency, now, now_ns);
+                        Poll::Ready(Ok(classify.complete(res, completion)))
+                    }
+                    Err(e) => {
+                        guard.finish(|latency| classify.classify(Err(&e), latency));
+                        Poll::Ready(Err(Error::Inner(e)))
+                    }
                 }
-                Poll::Ready(res.map_err(Error::Inner))
             }
             StateProj::Failed { error } => match error.take() {
                 Some(e) => Poll::Ready(Err(e)),

@@ -8,6 +8,7 @@ use super::{Entry, Member, Shared};
 use crate::endpoint::{EndpointMeta, EndpointState};
 use crate::error::{ConfigError, check_weight};
 use crate::pick::Picker;
+use crate::route::{Callers, RoutePlan};
 
 /// Changes a balancer's endpoint set at run time.
 ///
@@ -291,6 +292,29 @@ where
         self.edit(|e| e.set_weight(key, weight))
     }
 
+    /// Replaces an endpoint's locality, priority and labels, keeping its
+    /// model (see [`Edit::set_meta`]). Returns false if the key was not
+    /// present.
+    pub fn set_meta<Q>(&self, key: &Q, meta: EndpointMeta) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
+        self.edit(|e| e.set_meta(key, meta))
+    }
+
+    /// Adds the endpoint if its key is new, else updates its weight and
+    /// metadata keeping its service and model; see [`Edit::upsert`].
+    pub fn upsert(
+        &self,
+        key: K,
+        weight: f64,
+        meta: EndpointMeta,
+        service: impl FnOnce() -> S,
+    ) -> Result<Upsert, ConfigError> {
+        self.edit(|e| e.upsert(key, weight, meta, service))
+    }
+
     /// Starts or ends draining an endpoint; see [`Edit::set_draining`].
     pub fn set_draining<Q>(&self, key: &Q, draining: bool) -> bool
     where
@@ -316,6 +340,29 @@ impl<K, S, P: Picker, C> Handle<K, S, P, C> {
                 error: error.to_string(),
             },
         );
+    }
+
+    /// Replaces the callers' distribution over zones that zone-aware
+    /// routing uses (as when an autoscaler moves callers between zones);
+    /// picks use it from their next plan on. See [`crate::route`].
+    ///
+    /// # Errors
+    /// A [`ConfigError`] on `routing.zone_aware` when the balancer was built
+    /// without zone-aware routing, and the distribution's checks
+    /// (`routing.zone_aware.callers`, `routing.zone_aware.local_zone`).
+    pub fn set_callers(&self, callers: Callers) -> Result<(), ConfigError> {
+        self.shared.router.set_callers(callers)
+    }
+
+    /// The route step's decision now: each priority level's health, load
+    /// and panic state, and its split between localities. Computed afresh
+    /// (O(n)); for observability and tests, not the request path.
+    pub fn route_plan(&self) -> RoutePlan {
+        let snap = self.shared.set.load();
+        match &snap.route {
+            Some(routed) => routed.view(),
+            None => self.shared.router.view(&snap.states),
+        }
     }
 
     /// Number of endpoints in the current set, draining ones included.

@@ -82,6 +82,7 @@ use crate::health::Health;
 use crate::pick::hash::key_hash;
 use crate::pick::{PeakEwma, Picker};
 use crate::rng::RngSource;
+use crate::route::Router;
 
 /// A load balancer over a dynamic set of endpoints of type `S`, keyed by `K`.
 ///
@@ -193,6 +194,8 @@ pub(crate) struct Shared<K, S, P: Picker, C> {
     pub(crate) next_id: AtomicU64,
     pub(crate) labels: Option<Label<K>>,
     pub(crate) observer: Option<Arc<dyn Observe>>,
+    /// The route step's settings and callers' distribution.
+    pub(crate) router: Arc<Router>,
 }
 
 impl<K, S, P: Picker, C> Shared<K, S, P, C> {
@@ -214,7 +217,10 @@ impl<K, S, P: Picker, C> Shared<K, S, P, C> {
             Some(label) => label(key).into(),
             None => format!("endpoint-{id}").into(),
         };
-        let observer = self.observer.as_ref().and_then(|o| o.endpoint(id, &label));
+        let observer = self
+            .observer
+            .as_ref()
+            .and_then(|o| o.endpoint(id, &label, &meta));
         Arc::new_cyclic(|me| {
             let birth = Birth {
                 id,
@@ -233,11 +239,21 @@ impl<K, S, P: Picker, C> Shared<K, S, P, C> {
     /// Publishes a new endpoint set: the one place snapshots are swapped.
     /// Callers hold the writer lock (or own the only reference).
     pub(crate) fn publish(&self, members: Vec<Member<K, S>>) {
-        let snap = Snapshot::new(&self.picker, members);
+        let snap = Snapshot::new(&self.picker, &self.router, members);
         self.health.set_pool(&snap.states);
         if let Some(o) = &self.observer {
             o.set_pool(&snap.member_states());
         }
         self.set.store(Arc::new(snap));
+    }
+}
+
+/// The balancer's classifier, for the layers above it (the retry layer's
+/// default, [`Inherit`](crate::classify::Inherit)).
+impl<K, S, P: Picker, C: Clone> crate::classify::Classified for Balance<K, S, P, C> {
+    type Classifier = crate::classify::Above<C>;
+
+    fn classifier(&self) -> Self::Classifier {
+        crate::classify::Above(self.shared.classify.clone())
     }
 }

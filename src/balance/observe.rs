@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::endpoint::{EndpointObserver, EndpointState};
+use crate::endpoint::{EndpointMeta, EndpointObserver, EndpointState};
 use crate::health::Health;
 
 /// Turns an endpoint key into its label (events, `tracing`, metrics).
@@ -13,10 +13,17 @@ pub(crate) type Label<K> = Arc<dyn Fn(&K) -> String + Send + Sync>;
 
 /// A balancer's observer.
 pub(crate) trait Observe: Send + Sync + 'static {
-    /// The observer of a new endpoint labelled `label`, if it wants one.
-    fn endpoint(&self, id: u64, label: &str) -> Option<Box<dyn EndpointObserver>>;
+    /// The observer of a new endpoint labelled `label` with metadata
+    /// `meta`, if it wants one.
+    fn endpoint(
+        &self,
+        id: u64,
+        label: &str,
+        meta: &EndpointMeta,
+    ) -> Option<Box<dyn EndpointObserver>>;
 
-    /// Every new endpoint set, draining members included.
+    /// Every new endpoint set, draining members included (also after a
+    /// metadata change).
     fn set_pool(&self, members: &[Arc<EndpointState>]);
 
     /// Whether to time this pick: `Some(start)` for a sampled one.

@@ -25,7 +25,7 @@ where
     P: Pick<Req>,
     C: Classify<S::Response, S::Error>,
 {
-    type Response = S::Response;
+    type Response = C::Response;
     type Error = Error<S::Error>;
     type Future = ResponseFuture<tower::util::Oneshot<S, Req>, S::Error, C>;
 
@@ -75,7 +75,10 @@ impl<K, S: Clone, P: Picker, C> Shared<K, S, P, C> {
             return Err(Error::NoEndpoints);
         }
         let now_ns = self.model.nanos(now);
-        let route = self.health.census(now_ns).map_err(|()| Error::Panic)?;
+        let route = match &snap.route {
+            None => self.health.census(now_ns).map_err(|()| Error::Panic)?,
+            Some(routed) => routed.census(&self.health, now_ns),
+        };
         let avoid = scope::current_avoid();
         let avoid = avoid.as_ref().map_or(&[][..], |(ids, len)| &ids[..*len]);
         let mut pool = Pool {
@@ -91,7 +94,13 @@ impl<K, S: Clone, P: Picker, C> Shared<K, S, P, C> {
             route,
         };
         for _ in 0..PICK_ATTEMPTS {
-            let Some(i) = self.picker.pick(req, &pool) else {
+            let picked = match &snap.route {
+                None => self.picker.pick(req, &pool),
+                Some(routed) => routed
+                    .pick(&self.picker, req, &pool, &self.health)
+                    .map_err(|()| Error::Panic)?,
+            };
+            let Some(i) = picked else {
                 if pool.avoid.is_empty() {
                     break;
                 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::endpoint::EndpointState;
 use crate::pick::Picker;
 use crate::pick::sampler::Sampler;
+use crate::route::{Routed, Router};
 
 /// One endpoint's identity and service.
 pub(crate) struct Entry<K, S> {
@@ -32,21 +33,40 @@ impl<K, S> Clone for Member<K, S> {
 pub(crate) struct Snapshot<K, S, T> {
     /// Every endpoint, draining ones included, in insertion order.
     pub(crate) members: Vec<Member<K, S>>,
-    /// The endpoints picks choose from: the members that are not draining
-    /// (all of them when every member drains, as kube-proxy falls back to
+    /// The endpoints picks choose from: the members of this balancer's
+    /// subset (all of them without subsetting) that are not draining (all
+    /// of the subset when every one drains, as kube-proxy falls back to
     /// terminating endpoints when no ready one is left).
     pub(crate) entries: Vec<Arc<Entry<K, S>>>,
     /// Parallel to `entries`; kept apart so pickers see a plain slice.
     pub(crate) states: Vec<Arc<EndpointState>>,
     pub(crate) sampler: Sampler,
     pub(crate) table: T,
+    /// The route step's sets over `states`; `None` when there is nothing
+    /// to route (one priority level, no locality mode).
+    pub(crate) route: Option<Routed<T>>,
+    /// Parallel to `members`: in this balancer's subset (all true without
+    /// subsetting).
+    subset: Vec<bool>,
 }
 
 impl<K, S, T> Snapshot<K, S, T> {
-    pub(crate) fn new<P: Picker<Table = T>>(picker: &P, members: Vec<Member<K, S>>) -> Self {
-        let serving = members.iter().any(|m| !m.state.is_draining());
-        let (entries, states): (Vec<_>, Vec<_>) = members
-            .iter()
+    pub(crate) fn new<P: Picker<Table = T>>(
+        picker: &P,
+        router: &Arc<Router>,
+        members: Vec<Member<K, S>>,
+    ) -> Self {
+        let hashes: Vec<u64> = members.iter().map(|m| m.state.key_hash()).collect();
+        let subset = router.subset(&hashes);
+        let chosen = || {
+            members
+                .iter()
+                .zip(&subset)
+                .filter(|(_, c)| **c)
+                .map(|(m, _)| m)
+        };
+        let serving = chosen().any(|m| !m.state.is_draining());
+        let (entries, states): (Vec<_>, Vec<_>) = chosen()
             .filter(|m| !serving || !m.state.is_draining())
             .map(|m| (Arc::clone(&m.entry), Arc::clone(&m.state)))
             .unzip();
@@ -54,10 +74,22 @@ impl<K, S, T> Snapshot<K, S, T> {
         Self {
             sampler: Sampler::new(&weights),
             table: picker.table(&states),
+            route: router.route(picker, &states),
             members,
+            subset,
             entries,
             states,
         }
+    }
+
+    /// The members of this balancer's subset, draining ones included: the
+    /// ones active health checks probe.
+    pub(crate) fn subset_members(&self) -> impl Iterator<Item = &Member<K, S>> {
+        self.members
+            .iter()
+            .zip(&self.subset)
+            .filter(|(_, c)| **c)
+            .map(|(m, _)| m)
     }
 
     /// The live state of every member, draining ones included.

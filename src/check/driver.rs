@@ -140,7 +140,8 @@ where
     fn start_due(&mut self, probes: &mut JoinSet<Result<(), String>>) -> Option<Instant> {
         let shared = self.shared.upgrade()?;
         let now = Instant::now();
-        let members = shared.set.load().members.clone();
+        // With subsetting, only this balancer's subset is probed.
+        let members: Vec<_> = shared.set.load().subset_members().cloned().collect();
         self.tracks
             .retain(|id, _| members.iter().any(|m| m.state.id() == *id));
         let mut next = crate::time::after(now, self.config.interval);

@@ -1,7 +1,8 @@
 //! Active health checks: probe every endpoint on an interval and take the
 //! ones that fail out of rotation (Envoy's and pingora's active checking).
 //!
-//! [`spawn`] starts one driver task per balancer. For each endpoint it runs
+//! [`spawn`] starts one driver task per balancer. For each endpoint (of
+//! its [subset](crate::route::Subset), with subsetting) it runs
 //! the [`Probe`] every [`interval`](HealthCheckBuilder::interval) plus a
 //! random jitter, or every
 //! [`no_traffic_interval`](HealthCheckBuilder::no_traffic_interval) while the

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::EndpointState;
+use super::{Completion, EndpointState};
 use crate::breaker::Ticket;
 use crate::classify::{FailureKind, Outcome};
 
@@ -82,15 +82,48 @@ impl InFlight {
         self.settle(classify(latency), latency, now, now_ns);
     }
 
+    /// The call has answered with `outcome` after `latency`, at `now`
+    /// (`now_ns` since the epoch); what is left of it (a response body, say)
+    /// is tracked by the [`Completion`], which records it and releases the
+    /// slot when it ends or is dropped.
+    #[inline]
+    pub(crate) fn answered(
+        self,
+        outcome: Outcome,
+        latency: Duration,
+        now: Instant,
+        now_ns: u64,
+    ) -> Completion {
+        Completion {
+            guard: Some(self),
+            outcome,
+            latency,
+            answered: (now, now_ns),
+        }
+    }
+
     /// Ends the call as timed out by the stack (a failure of kind
     /// `Timeout`), then releases the slot.
     pub(crate) fn time_out(mut self) {
         self.settle_timeout();
     }
 
+    /// Records the call with `outcome` and `latency` at `now`, then
+    /// releases the slot.
+    #[inline]
+    pub(super) fn settle_at(
+        mut self,
+        outcome: Outcome,
+        latency: Duration,
+        now: Instant,
+        now_ns: u64,
+    ) {
+        self.settle(outcome, latency, now, now_ns);
+    }
+
     /// The time now, in ns since the epoch, and the call's latency so far.
     #[inline]
-    fn elapsed(&self) -> (Instant, u64, Duration) {
+    pub(crate) fn elapsed(&self) -> (Instant, u64, Duration) {
         let now = Instant::now();
         let now_ns = self.state.model.nanos(now);
         (

@@ -295,8 +295,14 @@ mod tests {
         let field = |c: AdaptiveConcurrency| c.validate().map_err(|e| e.field()).err();
         let c = AdaptiveConcurrency::new();
         assert_eq!(field(c), None);
-        assert_eq!(field(c.min_limit(0)), Some("adaptive_concurrency.min_limit"));
-        assert_eq!(field(c.max_limit(0)), Some("adaptive_concurrency.max_limit"));
+        assert_eq!(
+            field(c.min_limit(0)),
+            Some("adaptive_concurrency.min_limit")
+        );
+        assert_eq!(
+            field(c.max_limit(0)),
+            Some("adaptive_concurrency.max_limit")
+        );
         assert_eq!(
             field(c.max_limit(MAX_LIMIT + 1)),
             Some("adaptive_concurrency.max_limit")
@@ -306,13 +312,19 @@ mod tests {
             Some("adaptive_concurrency.initial_limit")
         );
         for t in [f64::NAN, f64::INFINITY, 0.5, 101.0] {
-            assert_eq!(field(c.tolerance(t)), Some("adaptive_concurrency.tolerance"));
+            assert_eq!(
+                field(c.tolerance(t)),
+                Some("adaptive_concurrency.tolerance")
+            );
         }
         for g in [f64::NAN, -0.1, 1.5] {
             assert_eq!(field(c.growth(g)), Some("adaptive_concurrency.growth"));
         }
         for s in [f64::NAN, 0.0, 1.5] {
-            assert_eq!(field(c.smoothing(s)), Some("adaptive_concurrency.smoothing"));
+            assert_eq!(
+                field(c.smoothing(s)),
+                Some("adaptive_concurrency.smoothing")
+            );
         }
     }
 

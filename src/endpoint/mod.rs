@@ -28,6 +28,7 @@
 //! a call its caller abandons (a dropped future, a lost hedge) records only
 //! how long it waited, as a lower bound on the endpoint's latency.
 
+mod completion;
 mod ewma;
 mod inflight;
 mod limit;
@@ -42,6 +43,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+pub use completion::Completion;
 pub use inflight::InFlight;
 pub use limit::{
     AdaptiveConcurrency, DEFAULT_GROWTH, DEFAULT_INITIAL_LIMIT, DEFAULT_MAX_LIMIT,

@@ -237,7 +237,10 @@ mod tests {
         ];
         for &(rps, u, eps, penalty, want) in table {
             let w = a58_weight(rps, u, eps, penalty);
-            assert!((w - want).abs() <= 1e-9 * want.max(1.0), "{rps} {u} {eps} {penalty}: {w}");
+            assert!(
+                (w - want).abs() <= 1e-9 * want.max(1.0),
+                "{rps} {u} {eps} {penalty}: {w}"
+            );
         }
     }
 }

@@ -56,6 +56,7 @@ impl Health {
         self.unhealthy.store(unhealthy, Ordering::Relaxed);
         self.counted.store(states.len(), Ordering::Relaxed);
         self.store_next_return(states);
+        self.epoch.fetch_add(1, Ordering::AcqRel);
     }
 
     /// The endpoints counted, upgraded (allocates; for rare events only:
@@ -78,6 +79,7 @@ impl Health {
             return false;
         }
         state.set_health_bits(new);
+        self.epoch.fetch_add(1, Ordering::AcqRel);
         if state.is_counted() {
             if old == 0 {
                 self.unhealthy.fetch_add(1, Ordering::Relaxed);
@@ -122,6 +124,34 @@ impl Health {
         }
     }
 
+    /// For the route step: sweeps ended ejections when one is due and
+    /// returns the health epoch, which changes whenever an endpoint's
+    /// health or the counted set does. O(1) while nothing is due.
+    #[inline]
+    pub(crate) fn route_epoch(&self, now_ns: u64) -> u64 {
+        if self.enabled.load(Ordering::Relaxed)
+            && now_ns >= self.next_return_ns.load(Ordering::Acquire)
+        {
+            self.sweep_returns(now_ns);
+        }
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// The route step's panic state (some priority level in panic), with
+    /// the healthy and total counts over every level: an event when it
+    /// changes.
+    pub(crate) fn set_panic(&self, panic: bool, healthy: usize, total: usize) {
+        if panic != self.in_panic.load(Ordering::Relaxed) {
+            self.panic_changed(panic, healthy, total);
+        }
+    }
+
+    /// Counts one pick made in panic (`lb.panic`).
+    #[inline]
+    pub(crate) fn count_panic(&self) {
+        self.panics.fetch_add(1, Ordering::Relaxed);
+    }
+
     fn panic_changed(&self, panic: bool, healthy: usize, total: usize) {
         if self.in_panic.swap(panic, Ordering::Relaxed) == panic {
             return; // another thread reported it
@@ -149,6 +179,7 @@ impl Health {
                 let bits = s.health_bits();
                 if bits & EJECTED != 0 && !s.outlier().is_ejected(now_ns) {
                     s.set_health_bits(bits & !EJECTED);
+                    self.epoch.fetch_add(1, Ordering::AcqRel);
                     if bits == EJECTED && s.is_counted() {
                         self.unhealthy.fetch_sub(1, Ordering::Relaxed);
                     }

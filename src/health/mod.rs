@@ -120,6 +120,9 @@ pub(crate) struct Health {
     /// The earliest end of a counted ejection, ns since the epoch.
     next_return_ns: AtomicU64,
     in_panic: AtomicBool,
+    /// Bumped whenever an endpoint's health bits or the counted set change:
+    /// the route step's plans compare it.
+    epoch: AtomicU64,
     /// Picks made in panic.
     pub(crate) panics: AtomicU64,
     refusals: [AtomicU64; Refusal::ALL.len()],
@@ -156,6 +159,7 @@ impl Health {
             counted: AtomicUsize::new(0),
             next_return_ns: AtomicU64::new(u64::MAX),
             in_panic: AtomicBool::new(false),
+            epoch: AtomicU64::new(0),
             panics: AtomicU64::new(0),
             refusals: Default::default(),
             events: s.events,

@@ -59,6 +59,7 @@
 //! | `rustls` | [`tls`]: HTTPS replicas verified for the service's name | rustls 0.23 (*ring*), hyper-rustls 0.27, http-body, hyper-util `http2`; with `reqwest`, reqwest's `rustls` (which brings aws-lc-rs) and `http2`; with `grpc`, tonic's `tls-ring` |
 //! | `grpc` | `grpc::tls`: tonic channels per replica (with `rustls`) | tonic 0.14 (`channel`) |
 
+mod body;
 mod classify;
 /// DNS discovery, now [`crate::discover::dns`]; re-exported here so
 /// `tower_lb::http::dns` keeps working.
@@ -78,6 +79,7 @@ pub mod tls;
 
 use std::collections::HashSet;
 
+pub use body::{EndOfStream, KeepHead, Track, TrackBody};
 pub use classify::{Classifier, ClassifyError, ClientErrors, ErrorHook, parse_retry_after};
 pub use key::{ClientIp, ConnectInfo, ForwardedFor, Header, Hop, Path, client_ip, first_hop};
 #[cfg(all(feature = "grpc", feature = "rustls"))]

@@ -29,6 +29,7 @@ use super::classify::{Classifier, ClassifyError, ErrorHook};
 use super::set_origin::apply_host;
 use super::{HostHeader, Origin, OriginRequest};
 use crate::classify::{Classify, FailureKind, Outcome, error_kind};
+use crate::endpoint::Completion;
 
 impl OriginRequest for ::reqwest::Request {
     fn set_origin(&mut self, origin: &Origin, host: HostHeader) {
@@ -53,6 +54,19 @@ impl OriginRequest for ::reqwest::Request {
     }
 }
 
+/// `reqwest::Request` replays itself: the retry layer's default policy
+/// retries idempotent requests whose body is not a stream, with no
+/// `.replay(...)` closure.
+impl crate::retry::ReplayRequest for ::reqwest::Request {
+    fn try_clone(&self) -> Option<Self> {
+        ::reqwest::Request::try_clone(self)
+    }
+
+    fn is_idempotent(&self) -> bool {
+        crate::retry::is_idempotent(self.method())
+    }
+}
+
 impl ClassifyError for ::reqwest::Error {
     fn failure_kind(&self) -> FailureKind {
         if self.is_connect() {
@@ -65,7 +79,17 @@ impl ClassifyError for ::reqwest::Error {
     }
 }
 
+/// `reqwest::Response` keeps its body to itself, so its call ends with the
+/// response head whatever [`Classifier::track`] says. For body tracking,
+/// balance a hyper-util client (or convert with `http::Response::from`).
 impl<E, H: ErrorHook<E>> Classify<::reqwest::Response, E> for Classifier<H> {
+    type Response = ::reqwest::Response;
+
+    fn complete(&self, response: ::reqwest::Response, completion: Completion) -> Self::Response {
+        completion.finish_at_answer();
+        response
+    }
+
     fn classify(&self, result: Result<&::reqwest::Response, &E>, latency: Duration) -> Outcome {
         match result {
             Ok(res) => self.response(res.status(), res.headers(), latency),

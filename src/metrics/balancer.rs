@@ -10,12 +10,12 @@ use opentelemetry::KeyValue;
 use opentelemetry::metrics::{AsyncInstrument, Histogram, Meter};
 use tokio::time::Instant;
 
-use super::endpoint::{EndpointAttrs, Recorder};
+use super::endpoint::{EndpointAttrs, Recorder, Slot, placement};
 use super::setup::{Metrics, RetrySource};
 use super::{PICK_DURATION_BUCKETS, PICK_SAMPLE_EVERY};
 use crate::balance::{Built, Observe};
 use crate::breaker::State;
-use crate::endpoint::{EndpointObserver, EndpointState};
+use crate::endpoint::{EndpointMeta, EndpointObserver, EndpointState};
 use crate::error::Refusal;
 use crate::health::{CHECK, EJECTED, Health};
 use crate::outlier::EjectionReason;
@@ -29,9 +29,9 @@ pub(crate) struct BalanceMetrics {
     /// `attrs` + `reason`, in the order of [`Refusal::ALL`].
     refusal_attrs: [Box<[KeyValue]>; Refusal::ALL.len()],
     /// Attribute sets of endpoints born and not yet gone, by endpoint id.
-    born: Mutex<HashMap<u64, Arc<EndpointAttrs>>>,
+    born: Mutex<HashMap<u64, Arc<Slot>>>,
     /// The current endpoints and their attribute sets.
-    pool: ArcSwap<Vec<(Arc<EndpointState>, Arc<EndpointAttrs>)>>,
+    pool: ArcSwap<Vec<(Arc<EndpointState>, Arc<Slot>)>>,
     health: Weak<Health>,
     retries: Vec<RetrySource>,
 }
@@ -77,11 +77,20 @@ impl BalanceMetrics {
 }
 
 impl Observe for BalanceMetrics {
-    fn endpoint(&self, id: u64, label: &str) -> Option<Box<dyn EndpointObserver>> {
-        let attrs = Arc::new(EndpointAttrs::new(&self.attrs, label));
+    fn endpoint(
+        &self,
+        id: u64,
+        label: &str,
+        meta: &EndpointMeta,
+    ) -> Option<Box<dyn EndpointObserver>> {
+        let attrs = Arc::new(Slot::from_pointee(EndpointAttrs::new(
+            &self.attrs,
+            label,
+            meta,
+        )));
         let recorder = Recorder {
             duration: self.duration.clone(),
-            outcome: attrs.outcome.clone(),
+            attrs: Arc::clone(&attrs),
         };
         self.born
             .lock()
@@ -90,12 +99,20 @@ impl Observe for BalanceMetrics {
         Some(Box::new(recorder))
     }
 
+    /// Also rebuilds the attribute sets of endpoints whose zone or
+    /// priority changed (on membership and metadata changes only).
     fn set_pool(&self, members: &[Arc<EndpointState>]) {
         let mut born = self.born.lock().unwrap_or_else(PoisonError::into_inner);
         let pool: Vec<_> = members
             .iter()
             .filter_map(|s| born.get(&s.id()).map(|a| (Arc::clone(s), Arc::clone(a))))
             .collect();
+        for (s, slot) in &pool {
+            let meta = s.meta();
+            if slot.load().placement != placement(&meta) {
+                slot.store(Arc::new(EndpointAttrs::new(&self.attrs, s.label(), &meta)));
+            }
+        }
         born.retain(|id, _| members.iter().any(|s| s.id() == *id));
         self.pool.store(Arc::new(pool));
     }
@@ -127,7 +144,7 @@ fn each<T>(
 ) {
     let Some(m) = weak.upgrade() else { return };
     for (state, attrs) in m.pool.load().iter() {
-        f(state, attrs, obs);
+        f(state, &attrs.load(), obs);
     }
 }
 

@@ -6,9 +6,11 @@ use std::time::Duration;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::Histogram;
 
+use arc_swap::ArcSwap;
+
 use crate::breaker::State;
 use crate::classify::Outcome;
-use crate::endpoint::EndpointObserver;
+use crate::endpoint::{EndpointMeta, EndpointObserver};
 use crate::outlier::EjectionReason;
 
 /// Values of the `state` attribute of `lb.endpoint.health`, in the order of
@@ -27,7 +29,10 @@ pub(crate) const HEALTH_STATES: [&str; 7] = [
 /// report (kept by the balancer's metrics, read when the exporter collects).
 #[derive(Debug)]
 pub(crate) struct EndpointAttrs {
-    /// `lb.name`, `lb.algorithm`, `lb.endpoint`.
+    /// The zone and priority the sets carry.
+    pub(crate) placement: (String, u32),
+    /// `lb.name`, `lb.algorithm`, `lb.endpoint`, `lb.endpoint.zone`,
+    /// `lb.endpoint.priority`.
     pub(crate) base: Box<[KeyValue]>,
     /// `base` + `outcome`: success, failure.
     pub(crate) outcome: [Box<[KeyValue]>; 2],
@@ -40,9 +45,18 @@ pub(crate) struct EndpointAttrs {
 }
 
 impl EndpointAttrs {
-    pub(crate) fn new(balancer: &[KeyValue], endpoint: &str) -> Self {
+    /// The sets of endpoint `endpoint` placed by `meta`: its zone and
+    /// priority are attributes (bounded: one value per endpoint), its
+    /// labels never are.
+    pub(crate) fn new(balancer: &[KeyValue], endpoint: &str, meta: &EndpointMeta) -> Self {
+        let placement = placement(meta);
         let mut base = balancer.to_vec();
         base.push(KeyValue::new("lb.endpoint", endpoint.to_string()));
+        base.push(KeyValue::new("lb.endpoint.zone", placement.0.clone()));
+        base.push(KeyValue::new(
+            "lb.endpoint.priority",
+            i64::from(placement.1),
+        ));
         let with = |key: &'static str, value: &'static str| -> Box<[KeyValue]> {
             let mut v = base.clone();
             v.push(KeyValue::new(key, value));
@@ -54,17 +68,26 @@ impl EndpointAttrs {
             breaker: State::ALL.map(|s| with("state", s.as_str())),
             ejection: EjectionReason::ALL.map(|r| with("reason", r.as_str())),
             base: base.into_boxed_slice(),
+            placement,
         }
     }
 }
+
+/// The attributes of an endpoint's placement: zone and priority.
+pub(crate) fn placement(meta: &EndpointMeta) -> (String, u32) {
+    (meta.locality().zone().to_string(), meta.priority())
+}
+
+/// An endpoint's attribute sets, replaced when its placement changes.
+pub(crate) type Slot = ArcSwap<EndpointAttrs>;
 
 /// Records `lb.request.duration` for one endpoint: the only per-request
 /// measurement. Lives in the endpoint's state.
 #[derive(Debug)]
 pub(crate) struct Recorder {
     pub(crate) duration: Histogram<f64>,
-    /// The endpoint's `outcome` attribute sets: success, failure.
-    pub(crate) outcome: [Box<[KeyValue]>; 2],
+    /// The endpoint's attribute sets (the `outcome` ones are used here).
+    pub(crate) attrs: std::sync::Arc<Slot>,
 }
 
 impl EndpointObserver for Recorder {
@@ -72,11 +95,13 @@ impl EndpointObserver for Recorder {
     /// endpoint's request counters, so `lb.requests` and the histogram agree.
     #[inline]
     fn finished(&self, outcome: Outcome, latency: Duration) {
-        let attrs = match outcome {
-            Outcome::Success => &self.outcome[0],
-            Outcome::Failure(_) => &self.outcome[1],
+        let i = match outcome {
+            Outcome::Success => 0,
+            Outcome::Failure(_) => 1,
             Outcome::Ignore => return,
         };
-        self.duration.record(latency.as_secs_f64(), attrs);
+        let attrs = self.attrs.load();
+        self.duration
+            .record(latency.as_secs_f64(), &attrs.outcome[i]);
     }
 }

@@ -33,7 +33,11 @@
 //!
 //! Every instrument carries `lb.name` (the name given to [`Metrics::new`])
 //! and `lb.algorithm` (the picker's [`name`](crate::pick::Picker::name));
-//! per-endpoint ones carry `lb.endpoint`. The breaker instruments appear
+//! per-endpoint ones carry `lb.endpoint`, `lb.endpoint.zone` (its
+//! [locality](crate::endpoint::Locality)'s zone, `""` when unknown) and
+//! `lb.endpoint.priority` (its priority level). A metadata change
+//! ([`Handle::set_meta`](crate::Handle::set_meta), discovery) moves the
+//! endpoint's series to the new zone and priority. The breaker instruments appear
 //! when the balancer has [circuit breakers](crate::Balance), the ejection
 //! counter with [outlier detection](crate::outlier), the retry counters for
 //! each [`RetryLayer`](crate::retry::RetryLayer) registered with
@@ -57,7 +61,10 @@
 //! The `lb.endpoint` label comes from the endpoint's key only (its
 //! `Display`, or the closure given to
 //! [`metrics_with`](crate::balance::Builder::metrics_with)), never from
-//! request data: series grow with the endpoint set, not with traffic.
+//! request data: series grow with the endpoint set, not with traffic. Zone
+//! and priority take one value per endpoint; free-form labels
+//! ([`EndpointMeta::labels`](crate::endpoint::EndpointMeta::labels)) are
+//! never attributes.
 //! Give each balancer its own `lb.name`.
 //!
 //! ```

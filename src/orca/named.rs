@@ -52,7 +52,10 @@ impl NamedMetrics {
         (0..self.len()).map(|i| {
             let name = &self.names[i][..usize::from(self.lens[i])];
             // Names are copied from `&str`s whole: always UTF-8.
-            (std::str::from_utf8(name).unwrap_or_default(), self.values[i])
+            (
+                std::str::from_utf8(name).unwrap_or_default(),
+                self.values[i],
+            )
         })
     }
 

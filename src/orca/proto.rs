@@ -50,8 +50,8 @@ impl LoadReport {
     /// # Errors
     /// [`ParseError::Binary`] when the bytes are not that message.
     pub fn decode(bytes: &[u8]) -> Result<LoadReport, ParseError> {
-        let msg = <OrcaLoadReport as prost::Message>::decode(bytes)
-            .map_err(|_| ParseError::Binary)?;
+        let msg =
+            <OrcaLoadReport as prost::Message>::decode(bytes).map_err(|_| ParseError::Binary)?;
         let mut report = LoadReport::new();
         for (field, v) in [
             (Field::Cpu, msg.cpu_utilization),

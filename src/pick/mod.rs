@@ -59,8 +59,8 @@ pub use key::{KeyFn, RequestKey, key_fn};
 pub use least_in_flight::LeastInFlight;
 pub use least_response_time::LeastResponseTime;
 pub use orca_round_robin::{
-    DEFAULT_BLACKOUT, DEFAULT_ERROR_PENALTY, DEFAULT_WEIGHT_UPDATE_PERIOD, MIN_WEIGHT_UPDATE_PERIOD,
-    OrcaRoundRobin, WeightTable,
+    DEFAULT_BLACKOUT, DEFAULT_ERROR_PENALTY, DEFAULT_WEIGHT_UPDATE_PERIOD,
+    MIN_WEIGHT_UPDATE_PERIOD, OrcaRoundRobin, WeightTable,
 };
 pub use p2c_least_in_flight::P2cLeastInFlight;
 pub use peak_ewma::PeakEwma;
@@ -101,4 +101,15 @@ pub trait Pick<Req>: Picker {
     /// picker finds none ([`Pool::is_available`] is false for all it tried).
     /// Must not panic for any pool, including an empty one.
     fn pick(&self, req: &Req, pool: &Pool<'_, Self::Table>) -> Option<usize>;
+
+    /// The request's affinity key, for pickers that keep one (the hash
+    /// pickers return their request key). The [route step](crate::route)
+    /// then chooses the request's priority level and locality from it
+    /// rather than at random, so a key stays in one routed set while the
+    /// shares hold. Default: none.
+    #[inline]
+    fn affinity(&self, req: &Req) -> Option<u64> {
+        let _ = req;
+        None
+    }
 }

@@ -126,7 +126,10 @@ impl OrcaRoundRobin {
                 mean
             }
         };
-        let max = states.iter().map(|s| clamped(weight(s))).fold(0.0, f64::max);
+        let max = states
+            .iter()
+            .map(|s| clamped(weight(s)))
+            .fold(0.0, f64::max);
         for (s, slot) in states.iter().zip(t.weights.iter()) {
             let scaled = (clamped(weight(s)) / max * SCALE as f64).round();
             slot.store(scaled.clamp(1.0, SCALE as f64) as u16, Ordering::Relaxed);
@@ -191,11 +194,11 @@ impl<Req> Pick<Req> for OrcaRoundRobin {
         }
         let due = t.next_update_ns.load(Ordering::Relaxed);
         if cx.now_ns >= due {
-            let next = cx.now_ns
-                .saturating_add(crate::time::nanos(self.update.max(MIN_WEIGHT_UPDATE_PERIOD)));
+            let next = cx.now_ns.saturating_add(crate::time::nanos(
+                self.update.max(MIN_WEIGHT_UPDATE_PERIOD),
+            ));
             // One pick recomputes; the others go on with the old weights.
-            if t
-                .next_update_ns
+            if t.next_update_ns
                 .compare_exchange(due, next, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
             {

@@ -276,7 +276,10 @@ mod tests {
         assert_eq!(field(PeakEwma::new().spread_factor(-1.0)), "spread_factor");
         assert!(PeakEwma::new().choices(16).validate().is_ok());
         for d in [Duration::ZERO, Duration::MAX] {
-            assert_eq!(field(PeakEwma::new().utilization_fade(d)), "utilization_fade");
+            assert_eq!(
+                field(PeakEwma::new().utilization_fade(d)),
+                "utilization_fade"
+            );
         }
     }
 

@@ -105,6 +105,13 @@ macro_rules! registry {
                     _ => None,
                 }
             }
+
+            #[inline]
+            fn affinity(&self, req: &Req) -> Option<u64> {
+                match self {
+                    $(AnyPicker::$variant(p) => Pick::<Req>::affinity(p, req),)*
+                }
+            }
         }
     };
 }

@@ -11,7 +11,6 @@ use tokio::time::{Instant, Sleep};
 
 use super::Error;
 use super::hedge::Hedger;
-use super::policy::Replay;
 use super::stats::{RetryStats, bump};
 use crate::balance::MAX_AVOID;
 use crate::scope::Seen;
@@ -60,11 +59,22 @@ pub(super) enum Last<T, E> {
     Timeout,
 }
 
+/// How long to wait before the next attempt.
+#[derive(Clone, Copy)]
+pub(super) enum Wait {
+    /// The backoff, or `at_least` this if longer (`Retry-After`).
+    Backoff(Option<Duration>),
+    /// Exactly this (gRPC pushback).
+    Exactly(Duration),
+}
+
 /// Why no further attempt is made.
 #[derive(Clone, Copy)]
 pub(super) enum Stop {
     Attempts,
     NotReplayable,
+    /// The server asked not to be retried.
+    Refused,
     Budget,
     Deadline,
 }
@@ -200,26 +210,10 @@ pub(super) fn min_at(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> 
     }
 }
 
-/// The copy to send next: a fresh copy if more attempts may follow,
-/// otherwise the kept one.
-pub(super) fn next_request<Req, R: Replay<Req>>(
-    replay: &R,
-    kept: &mut Option<Req>,
-    attempts: u32,
-    max: u32,
-) -> Option<Req> {
-    if attempts + 1 < max
-        && let Some(req) = kept.as_ref().and_then(|r| replay.replay(r))
-    {
-        return Some(req);
-    }
-    kept.take()
-}
-
 pub(super) fn finish<T, E>(last: Last<T, E>, stop: Stop, attempts: u32) -> Result<T, Error<E>> {
     match (last, stop) {
         (Last::Response(res), _) => Ok(res),
-        (Last::Error(e), Stop::NotReplayable) => Err(Error::Inner(e)),
+        (Last::Error(e), Stop::NotReplayable | Stop::Refused) => Err(Error::Inner(e)),
         (Last::Error(e), Stop::Attempts) => Err(Error::AttemptsExhausted { attempts, last: e }),
         (Last::Error(e), Stop::Budget) => Err(Error::BudgetExhausted {
             attempts,

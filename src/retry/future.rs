@@ -1,5 +1,5 @@
-//! The response future of [`Retry`](super::Retry): a state machine over at
-//! most two attempts in flight (the current one and a hedge) and one timer.
+//! The response future of [`Retry`](super::Retry): a state machine over the
+//! attempts in flight (the current one and its hedges) and one timer.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -12,64 +12,69 @@ use tokio::time::Instant;
 use tower_service::Service;
 
 use super::Error;
-use super::attempt::{
-    Last, Phase, Slot, SlotPoll, Stop, Timer, Tried, finish, min_at, next_request,
-};
+use super::attempt::{Last, Phase, Slot, SlotPoll, Stop, Timer, Tried, Wait, finish, min_at};
 use super::layer::Shared;
-use super::policy::Replay;
+use super::replay::Replay;
 use super::stats::bump;
 use crate::balance::MAX_AVOID;
-use crate::classify::{Classify, Outcome};
+use crate::classify::{Advice, Classify, Outcome};
 use crate::scope::scoped;
 use crate::time::after;
 
 pin_project! {
     /// The response future of [`Retry`](super::Retry).
     ///
-    /// Holds the running attempt (and the hedge, if one was sent), the copy
-    /// of the request kept for later attempts, the ids of the endpoints
-    /// tried so far (inline, up to [`MAX_AVOID`]), and one timer for
-    /// whichever comes first: the per-try timeout, the hedge delay, the end
-    /// of a backoff, or the overall deadline. A single attempt with no
-    /// timeouts never allocates and never touches the timer. Dropping the
-    /// future cancels every attempt in flight. Polled again after it
+    /// Holds the running attempt (and its hedges, if any were sent), what
+    /// later attempts are copied from, the ids of the endpoints tried so
+    /// far (inline, up to [`MAX_AVOID`]), and one timer for whichever comes
+    /// first: the per-try timeout, the next hedge, the end of a backoff, or
+    /// the overall deadline. A single attempt with no timeouts never
+    /// allocates and never touches the timer (hedges are boxed). Dropping
+    /// the future cancels every attempt in flight. Polled again after it
     /// completed, it stays pending.
     pub struct ResponseFuture<S, Req, R, C>
     where
         S: Service<Req>,
+        R: Replay<Req>,
     {
         #[pin]
         primary: Slot<S::Future>,
-        #[pin]
-        hedge: Slot<S::Future>,
+        hedges: Vec<Pin<Box<Slot<S::Future>>>>,
         #[pin]
         timer: Timer,
         service: S,
-        shared: Arc<Shared<R, C>>,
-        request: Option<Req>,
+        shared: Arc<Shared<R>>,
+        classify: C,
+        kept: Option<R::Kept>,
+        next: Option<Req>,
         tried: Tried,
         attempts: u32,
         retries: u32,
-        hedged: bool,
+        hedges_sent: u32,
         deadline: Option<Instant>,
         hedge_at: Option<Instant>,
         phase: Phase,
         last: Last<S::Response, S::Error>,
-        retry_after: Option<Duration>,
+        wait: Wait,
+        refused: bool,
     }
 }
 
 impl<S, Req, R, C> ResponseFuture<S, Req, R, C>
 where
     S: Service<Req>,
+    R: Replay<Req>,
 {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         service: S,
-        shared: Arc<Shared<R, C>>,
-        request: Option<Req>,
+        shared: Arc<Shared<R>>,
+        classify: C,
+        kept: Option<R::Kept>,
         fut: S::Future,
         picked: Option<u64>,
         now: Instant,
+        deadline: Option<Duration>,
     ) -> Self {
         let mut tried = Tried {
             ids: [0; MAX_AVOID],
@@ -77,25 +82,28 @@ where
         };
         tried.push(picked);
         let hedge_at = match &shared.hedge {
-            Some(h) if request.is_some() => Some(after(now, h.delay())),
+            Some(h) if kept.is_some() => Some(after(now, h.delay())),
             _ => None,
         };
         Self {
             primary: Slot::running(fut, now, shared.per_try_timeout),
-            hedge: Slot::Idle,
+            hedges: Vec::new(),
             timer: Timer::Off,
-            deadline: shared.deadline.map(|d| after(now, d)),
+            deadline: deadline.map(|d| after(now, d)),
             service,
             shared,
-            request,
+            classify,
+            kept,
+            next: None,
             tried,
             attempts: 1,
             retries: 0,
-            hedged: false,
+            hedges_sent: 0,
             hedge_at,
             phase: Phase::Calling,
             last: Last::Nothing,
-            retry_after: None,
+            wait: Wait::Backoff(None),
+            refused: false,
         }
     }
 }
@@ -111,6 +119,7 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         let shared = &**this.shared;
+        let hedger = shared.hedge.as_ref();
         loop {
             let now = Instant::now();
             if let Phase::Done = this.phase {
@@ -119,9 +128,10 @@ where
             }
             if this.deadline.is_some_and(|d| now >= d) {
                 // The deadline is ours too: attempts cut by it are timeouts.
-                let hedger = shared.hedge.as_ref();
                 this.primary.as_mut().time_out(now, hedger);
-                this.hedge.as_mut().time_out(now, hedger);
+                for h in this.hedges.iter_mut() {
+                    h.as_mut().time_out(now, hedger);
+                }
                 bump(&shared.stats.deadlines);
                 *this.phase = Phase::Done;
                 let last = std::mem::replace(this.last, Last::Nothing);
@@ -130,90 +140,113 @@ where
             match *this.phase {
                 Phase::Done => return Poll::Pending,
                 Phase::Calling => {
-                    // Judge whatever finished, primary first.
-                    for hedge_slot in [false, true] {
-                        let (slot, other) = if hedge_slot {
-                            (this.hedge.as_mut(), this.primary.as_mut())
-                        } else {
-                            (this.primary.as_mut(), this.hedge.as_mut())
+                    // Judge whatever finished, the primary first.
+                    let mut won = None;
+                    for i in 0..=this.hedges.len() {
+                        let slot = match i {
+                            0 => this.primary.as_mut(),
+                            i => this.hedges[i - 1].as_mut(),
                         };
-                        match slot.poll_slot(cx, now, shared.hedge.as_ref()) {
+                        match slot.poll_slot(cx, now, hedger) {
                             SlotPoll::Idle | SlotPoll::Pending => {}
                             SlotPoll::TimedOut => {
                                 bump(&shared.stats.try_timeouts);
                                 *this.last = Last::Timeout;
-                                *this.retry_after = None;
+                                *this.wait = Wait::Backoff(None);
                             }
                             SlotPoll::Done(res, latency) => {
-                                match shared.classify.classify(res.as_ref(), latency) {
-                                    Outcome::Failure(kind) if kind.is_hard() => {
-                                        *this.retry_after = kind.retry_after();
-                                        *this.last = match res {
-                                            Ok(r) => Last::Response(r),
-                                            Err(e) => Last::Error(e),
-                                        };
+                                let outcome = this.classify.classify(res.as_ref(), latency);
+                                let advice = this.classify.advise(res.as_ref(), outcome);
+                                let wait = match advice {
+                                    Advice::Backoff { at_least } => Wait::Backoff(at_least),
+                                    Advice::After(d) => Wait::Exactly(d),
+                                    Advice::Refused => {
+                                        *this.refused = true;
+                                        Wait::Backoff(None)
                                     }
-                                    outcome => {
+                                    _ => {
                                         if outcome == Outcome::Success
-                                            && let Some(h) = &shared.hedge
+                                            && let Some(h) = hedger
                                         {
                                             h.record(latency);
                                         }
-                                        // First good answer wins; cancel the other.
-                                        other.cancel(now, shared.hedge.as_ref());
-                                        *this.phase = Phase::Done;
-                                        return Poll::Ready(res.map_err(Error::Inner));
+                                        won = Some(res);
+                                        break;
                                     }
+                                };
+                                *this.wait = wait;
+                                *this.last = match res {
+                                    Ok(r) => Last::Response(r),
+                                    Err(e) => Last::Error(e),
+                                };
+                                // A6: after a non-fatal answer the next hedge
+                                // goes at once (or after the pushback).
+                                if hedger.is_some() {
+                                    *this.hedge_at = Some(match wait {
+                                        Wait::Exactly(d) => after(now, d),
+                                        Wait::Backoff(_) => now,
+                                    });
                                 }
                             }
                         }
                     }
-                    if this.primary.is_running() || this.hedge.is_running() {
-                        // Time to hedge?
-                        if !*this.hedged
-                            && !this.hedge.is_running()
-                            && this.hedge_at.is_some_and(|t| now >= t)
-                            && *this.attempts < shared.max_attempts
-                            && this.request.is_some()
-                        {
+                    if let Some(res) = won {
+                        // A result that stands wins; cancel the others.
+                        this.primary.as_mut().cancel(now, hedger);
+                        for h in this.hedges.iter_mut() {
+                            h.as_mut().cancel(now, hedger);
+                        }
+                        *this.phase = Phase::Done;
+                        return Poll::Ready(res.map_err(Error::Inner));
+                    }
+                    this.hedges.retain(|h| h.is_running());
+                    let running = this.primary.is_running() || !this.hedges.is_empty();
+                    if running {
+                        let may_hedge = hedger.is_some_and(|h| *this.hedges_sent < h.max_hedges())
+                            && !*this.refused
+                            && *this.attempts < shared.max_attempts;
+                        if may_hedge && this.hedge_at.is_some_and(|t| now >= t) {
                             match this.service.poll_ready(cx) {
                                 // The service wakes us when ready.
                                 Poll::Pending => {}
-                                Poll::Ready(Err(_)) => *this.hedged = true,
+                                Poll::Ready(Err(_)) => *this.hedge_at = None,
                                 Poll::Ready(Ok(())) => {
-                                    *this.hedged = true;
-                                    if shared.withdraw() {
-                                        let req = next_request(
-                                            &shared.replay,
-                                            this.request,
-                                            *this.attempts,
-                                            shared.max_attempts,
-                                        );
-                                        if let Some(req) = req {
-                                            let service = &mut *this.service;
-                                            let (fut, seen) =
-                                                scoped(&this.tried.ids[..this.tried.len], || {
-                                                    service.call(req)
-                                                });
-                                            this.tried.record(seen, &shared.stats);
-                                            *this.attempts += 1;
-                                            bump(&shared.stats.hedges);
-                                            this.hedge.set(Slot::running(
-                                                fut,
-                                                now,
-                                                shared.per_try_timeout,
-                                            ));
-                                            continue;
+                                    *this.hedge_at = None;
+                                    let copy =
+                                        this.kept.as_ref().and_then(|k| shared.replay.replay(k));
+                                    if let Some(req) = copy
+                                        && shared.withdraw()
+                                    {
+                                        let service = &mut *this.service;
+                                        let (fut, seen) =
+                                            scoped(&this.tried.ids[..this.tried.len], || {
+                                                service.call(req)
+                                            });
+                                        this.tried.record(seen, &shared.stats);
+                                        *this.attempts += 1;
+                                        *this.hedges_sent += 1;
+                                        bump(&shared.stats.hedges);
+                                        this.hedges.push(Box::pin(Slot::running(
+                                            fut,
+                                            now,
+                                            shared.per_try_timeout,
+                                        )));
+                                        if let Some(h) = hedger
+                                            && *this.hedges_sent < h.max_hedges()
+                                        {
+                                            *this.hedge_at = Some(after(now, h.delay()));
                                         }
+                                        continue;
                                     }
                                 }
                             }
                         }
-                        let hedge_at = this
-                            .hedge_at
-                            .filter(|t| !*this.hedged && *t > now && !this.hedge.is_running());
-                        let next = [this.primary.until(), this.hedge.until(), hedge_at]
-                            .into_iter()
+                        let hedge_at = this.hedge_at.filter(|t| may_hedge && *t > now);
+                        let next = this
+                            .hedges
+                            .iter()
+                            .map(|h| h.until())
+                            .chain([this.primary.until(), hedge_at])
                             .fold(*this.deadline, min_at);
                         match next {
                             Some(at) if this.timer.as_mut().poll_at(at, cx).is_ready() => {
@@ -225,20 +258,25 @@ where
                     // Nothing in flight: the last attempt failed. Again?
                     let stop = if *this.attempts >= shared.max_attempts {
                         Some(Stop::Attempts)
-                    } else if this.request.is_none() {
-                        Some(Stop::NotReplayable)
+                    } else if *this.refused {
+                        Some(Stop::Refused)
                     } else {
-                        None
+                        *this.next = this.kept.as_ref().and_then(|k| shared.replay.replay(k));
+                        if this.next.is_none() {
+                            bump(&shared.stats.not_replayable);
+                            Some(Stop::NotReplayable)
+                        } else {
+                            None
+                        }
                     };
-                    let wait = this.retry_after.take().map_or_else(
-                        || shared.backoff.delay(*this.retries),
-                        |ra| {
-                            shared
-                                .backoff
-                                .delay(*this.retries)
-                                .max(ra.min(shared.max_retry_after))
-                        },
-                    );
+                    let wait = match *this.wait {
+                        Wait::Exactly(d) => d.min(shared.max_retry_after),
+                        Wait::Backoff(at_least) => {
+                            let backoff = shared.backoff.delay(*this.retries);
+                            at_least
+                                .map_or(backoff, |ra| backoff.max(ra.min(shared.max_retry_after)))
+                        }
+                    };
                     let until = after(now, wait);
                     let stop = stop.or_else(|| {
                         if this.deadline.is_some_and(|d| until >= d) {
@@ -252,6 +290,7 @@ where
                     });
                     if let Some(stop) = stop {
                         *this.phase = Phase::Done;
+                        *this.next = None;
                         let last = std::mem::replace(this.last, Last::Nothing);
                         return Poll::Ready(finish(last, stop, *this.attempts));
                     }
@@ -275,13 +314,7 @@ where
                         return Poll::Ready(Err(Error::Inner(e)));
                     }
                     Poll::Ready(Ok(())) => {
-                        let req = next_request(
-                            &shared.replay,
-                            this.request,
-                            *this.attempts,
-                            shared.max_attempts,
-                        );
-                        let Some(req) = req else {
+                        let Some(req) = this.next.take() else {
                             // Unreachable: a retry is only planned with a copy in hand.
                             *this.phase = Phase::Done;
                             return Poll::Ready(Err(Error::TryTimeout {
@@ -297,8 +330,8 @@ where
                         bump(&shared.stats.retries);
                         this.primary
                             .set(Slot::running(fut, now, shared.per_try_timeout));
-                        if !*this.hedged
-                            && let Some(h) = &shared.hedge
+                        if let Some(h) = hedger
+                            && *this.hedges_sent < h.max_hedges()
                         {
                             *this.hedge_at = Some(after(now, h.delay()));
                         }

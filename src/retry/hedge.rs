@@ -1,4 +1,4 @@
-//! Hedging: one extra attempt when the first is slower than usual.
+//! Hedging: extra attempts when the first is slower than usual.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -9,6 +9,11 @@ use crate::time::nanos;
 /// Default hedge percentile: p95. Hedging at p95 sends about 5% extra
 /// requests and cuts the tail above it (Dean & Barroso, "The Tail at Scale").
 pub const DEFAULT_HEDGE_PERCENTILE: f64 = 0.95;
+
+/// Default hedges per request: 1. One extra attempt cuts the tail; more
+/// multiply load exactly when a backend is slow (A6 allows up to
+/// `max_attempts`; set [`Hedge::hedges`] for that).
+pub const DEFAULT_HEDGES: u32 = 1;
 
 /// Default lower bound of a percentile-derived hedge delay: 1 ms, so a burst
 /// of very fast answers cannot turn hedging into "always send two".
@@ -45,6 +50,7 @@ const REFRESH: u64 = 16;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Hedge {
     pub(crate) delay: Delay,
+    pub(crate) hedges: u32,
     pub(crate) min_delay: Duration,
     pub(crate) max_delay: Duration,
     pub(crate) min_samples: usize,
@@ -61,6 +67,7 @@ impl Hedge {
     pub fn fixed(delay: Duration) -> Self {
         Self {
             delay: Delay::Fixed(delay),
+            hedges: DEFAULT_HEDGES,
             min_delay: DEFAULT_HEDGE_MIN_DELAY,
             max_delay: DEFAULT_HEDGE_MAX_DELAY,
             min_samples: DEFAULT_HEDGE_MIN_SAMPLES,
@@ -82,6 +89,17 @@ impl Hedge {
             delay: Delay::Percentile(p),
             ..Self::fixed(Duration::ZERO)
         }
+    }
+
+    /// Hedges per request at most (default [`DEFAULT_HEDGES`]; within
+    /// `1 ..= MAX_ATTEMPTS - 1`, and the layer's `max_attempts` counts them
+    /// too). With more than one, gRPC A6's hedging: one more attempt every
+    /// delay while none has answered well, and at once when one fails with
+    /// a retryable (A6: non-fatal) result; a result that stands (A6: fatal)
+    /// ends the request and cancels the rest.
+    pub fn hedges(mut self, n: u32) -> Self {
+        self.hedges = n;
+        self
     }
 
     /// Lower bound of a percentile-derived delay (default [`DEFAULT_HEDGE_MIN_DELAY`]).
@@ -118,6 +136,13 @@ impl Hedge {
                     ));
                 }
             }
+        }
+        if !(1..super::MAX_ATTEMPTS).contains(&self.hedges) {
+            return Err(ConfigError::new(
+                "hedge.hedges",
+                self.hedges,
+                "within 1 ..= 9 (attempts are at most 10)",
+            ));
         }
         check_positive("hedge.min_delay", self.min_delay)?;
         check_positive("hedge.max_delay", self.max_delay)?;
@@ -162,6 +187,12 @@ impl Hedger {
             written: AtomicU64::new(0),
             delay_ns: AtomicU64::new(nanos(initial)),
         }
+    }
+
+    /// Hedges per request at most.
+    #[inline]
+    pub(crate) fn max_hedges(&self) -> u32 {
+        self.config.hedges
     }
 
     /// The delay after which to send a hedge.

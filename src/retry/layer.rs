@@ -8,10 +8,10 @@ use tower_layer::Layer;
 
 use super::budget::Budget;
 use super::hedge::{Hedge, Hedger};
-use super::policy::Replayable;
+use super::replay::Replayable;
 use super::stats::{RetryStats, bump};
 use super::{Backoff, Retry};
-use crate::classify::{ErrIsFailure, MAX_RETRY_AFTER};
+use crate::classify::{Classified, Inherit, MAX_RETRY_AFTER};
 use crate::error::{ConfigError, check_positive};
 use crate::health::{Events, HealthChange, HealthEvent};
 
@@ -26,16 +26,22 @@ pub const MAX_ATTEMPTS: u32 = 10;
 /// Builds [`Retry`] services that share one configuration, one [`Budget`],
 /// one hedge-latency window and one [`RetryStats`].
 ///
-/// Cheap to clone (one `Arc`). See the [module docs](super) for the
+/// Cheap to clone (two `Arc`s). See the [module docs](super) for the
 /// behaviour.
-pub struct RetryLayer<R = Replayable, C = ErrIsFailure> {
-    pub(crate) shared: Arc<Shared<R, C>>,
+///
+/// `C` is the classifier, or [`Inherit`] (the default): the classifier of
+/// the balancer the layer wraps, so that what counts against an endpoint is
+/// what gets retried, set once.
+pub struct RetryLayer<R = Replayable, C = Inherit> {
+    pub(crate) shared: Arc<Shared<R>>,
+    classify: Arc<C>,
 }
 
 impl<R, C> Clone for RetryLayer<R, C> {
     fn clone(&self) -> Self {
         Self {
             shared: Arc::clone(&self.shared),
+            classify: Arc::clone(&self.classify),
         }
     }
 }
@@ -50,9 +56,8 @@ impl<R, C> std::fmt::Debug for RetryLayer<R, C> {
 }
 
 /// Configuration and shared state of one layer.
-pub(crate) struct Shared<R, C> {
+pub(crate) struct Shared<R> {
     pub(crate) replay: R,
-    pub(crate) classify: C,
     pub(crate) max_attempts: u32,
     pub(crate) per_try_timeout: Option<Duration>,
     pub(crate) deadline: Option<Duration>,
@@ -66,7 +71,7 @@ pub(crate) struct Shared<R, C> {
     exhausted: AtomicBool,
 }
 
-impl<R, C> Shared<R, C> {
+impl<R> Shared<R> {
     /// Withdraws a retry or hedge from the budget; counts a refusal, and
     /// reports the start of an exhaustion episode (the first refusal after
     /// a grant) as a health event.
@@ -88,11 +93,12 @@ impl<R, C> Shared<R, C> {
 impl RetryLayer {
     /// A builder with every default: 3 attempts, no per-try timeout, no
     /// deadline, backoff 25 ms..250 ms, the default [`Budget`], no hedging,
-    /// idempotent [`Replayable`] requests, `Err` is a failure.
+    /// idempotent [`Replayable`] requests (and gRPC calls), the wrapped
+    /// balancer's classifier ([`Inherit`]).
     pub fn builder() -> Builder {
         Builder {
             replay: Replayable::idempotent(),
-            classify: ErrIsFailure,
+            classify: Inherit,
             cfg: Settings {
                 max_attempts: DEFAULT_MAX_ATTEMPTS,
                 per_try_timeout: None,
@@ -120,14 +126,46 @@ impl<R, C> RetryLayer<R, C> {
     }
 }
 
-impl<S, R, C> Layer<S> for RetryLayer<R, C> {
-    type Service = Retry<S, R, C>;
+impl<S, R, C: ClassifyWith<S>> Layer<S> for RetryLayer<R, C> {
+    type Service = Retry<S, R, C::Classifier>;
 
     fn layer(&self, inner: S) -> Self::Service {
         Retry {
+            classify: C::classifier(&self.classify, &inner),
             inner,
             shared: Arc::clone(&self.shared),
         }
+    }
+}
+
+/// Where a retry layer's classifier comes from: a classifier given to
+/// [`Builder::classify`] (any `Clone` type), or [`Inherit`], the wrapped
+/// service's own ([`Classified`]).
+#[diagnostic::on_unimplemented(
+    message = "the retry layer cannot find a classifier for `{S}`",
+    note = "the default (`Inherit`) takes the classifier of a `Balance` below it; over another service, give the layer one: `.classify(tower_lb::classify::ErrIsFailure)` or `.classify(tower_lb::http::Classifier::new())`"
+)]
+pub trait ClassifyWith<S> {
+    /// The classifier the layer's services use.
+    type Classifier;
+
+    /// The classifier for a service over `inner`.
+    fn classifier(&self, inner: &S) -> Self::Classifier;
+}
+
+impl<S: Classified> ClassifyWith<S> for Inherit {
+    type Classifier = S::Classifier;
+
+    fn classifier(&self, inner: &S) -> S::Classifier {
+        inner.classifier()
+    }
+}
+
+impl<S, C: Clone> ClassifyWith<S> for C {
+    type Classifier = C;
+
+    fn classifier(&self, _: &S) -> C {
+        self.clone()
     }
 }
 
@@ -135,7 +173,7 @@ impl<S, R, C> Layer<S> for RetryLayer<R, C> {
 /// checked once, by [`build`](Self::build).
 #[derive(Clone)]
 #[must_use]
-pub struct Builder<R = Replayable, C = ErrIsFailure> {
+pub struct Builder<R = Replayable, C = Inherit> {
     replay: R,
     classify: C,
     cfg: Settings,
@@ -253,9 +291,11 @@ impl<R, C> Builder<R, C> {
         }
     }
 
-    /// What counts as a failed attempt (default: `Err`). A hard failure
-    /// (anything but [`Slow`](crate::classify::FailureKind::Slow)) is retried;
-    /// its `retry_after()` is honoured.
+    /// What counts as a failed attempt, and whether to retry it (default:
+    /// [`Inherit`], the classifier of the balancer below, whose
+    /// [`advise`](crate::classify::Classify::advise) says: hard failures
+    /// are retried, honouring `Retry-After` and gRPC pushback). Needed only
+    /// over a service that is not a [`Balance`](crate::Balance).
     pub fn classify<C2>(self, classify: C2) -> Builder<R, C2> {
         Builder {
             replay: self.replay,
@@ -301,9 +341,9 @@ impl<R, C> Builder<R, C> {
             None => None,
         };
         Ok(RetryLayer {
+            classify: Arc::new(self.classify),
             shared: Arc::new(Shared {
                 replay: self.replay,
-                classify: self.classify,
                 max_attempts: cfg.max_attempts,
                 per_try_timeout: cfg.per_try_timeout,
                 deadline: cfg.deadline,

@@ -29,10 +29,18 @@
 //! `Ok`, and a final error as a typed [`Error`] saying why it stopped.
 //! [`RetryStats`] counts retries, hedges, budget exhaustions and timeouts.
 //!
-//! The layer classifies results with its own classifier (set with
-//! [`Builder::classify`]); give it the one the `Balance` uses, e.g.
-//! `http::Classifier` for HTTP, so that what
-//! counts against an endpoint is also what gets retried.
+//! The layer classifies results with the classifier of the balancer below
+//! it ([`Inherit`](crate::classify::Inherit), the default), so HTTP and
+//! gRPC stacks set their classifier once, on the balancer; the classifier's
+//! [`advise`](crate::classify::Classify::advise) says what to retry (gRPC:
+//! the retryable codes and `grpc-retry-pushback-ms`, gRPC A6). Over a
+//! service that is not a `Balance`, set one with [`Builder::classify`].
+//!
+//! Request bodies are kept for later attempts as [`Replay`] says: clones of
+//! bodies that are values, a record of streaming bodies up to 256 KiB
+//! ([`Replayable::limit`]); a request whose body outgrew the record is not
+//! retried ([`RetryStats::not_replayable`]). A request's own deadline
+//! (gRPC's `grpc-timeout`) bounds it when shorter than the layer's.
 //!
 //! Timers use tokio (`tokio::time`), so retries, timeouts and hedging need a
 //! tokio runtime with time enabled; a request that succeeds at once never
@@ -79,7 +87,7 @@ mod hedge;
 mod layer;
 #[cfg(feature = "metrics")]
 mod metrics;
-mod policy;
+mod replay;
 mod service;
 mod stats;
 
@@ -89,11 +97,14 @@ pub use error::Error;
 pub use future::ResponseFuture;
 pub use hedge::{
     DEFAULT_HEDGE_MAX_DELAY, DEFAULT_HEDGE_MIN_DELAY, DEFAULT_HEDGE_MIN_SAMPLES,
-    DEFAULT_HEDGE_PERCENTILE, HEDGE_WINDOW, Hedge,
+    DEFAULT_HEDGE_PERCENTILE, DEFAULT_HEDGES, HEDGE_WINDOW, Hedge,
 };
-pub use layer::{Builder, DEFAULT_MAX_ATTEMPTS, MAX_ATTEMPTS, RetryLayer};
+pub use layer::{Builder, ClassifyWith, DEFAULT_MAX_ATTEMPTS, MAX_ATTEMPTS, RetryLayer};
 #[cfg(feature = "http")]
-pub use policy::is_idempotent;
-pub use policy::{CloneRequest, Replay, ReplayRequest, Replayable};
+pub use replay::{Buffered, KeptBody, KeptRequest, grpc_timeout, is_idempotent};
+pub use replay::{
+    CloneRequest, DEFAULT_REPLAY_LIMIT, MAX_REPLAY_LIMIT, Replay, ReplayRequest, Replayable,
+    RequestBody,
+};
 pub use service::Retry;
 pub use stats::RetryStats;

@@ -9,7 +9,7 @@ use tower_service::Service;
 
 use super::future::ResponseFuture;
 use super::layer::Shared;
-use super::policy::Replay;
+use super::replay::Replay;
 use super::stats::{RetryStats, bump};
 use super::{Budget, Error};
 use crate::balance::call_avoiding;
@@ -21,14 +21,16 @@ use crate::classify::Classify;
 /// Cloning is cheap when `S` is (one `Arc` for the shared state).
 pub struct Retry<S, R, C> {
     pub(crate) inner: S,
-    pub(crate) shared: Arc<Shared<R, C>>,
+    pub(crate) shared: Arc<Shared<R>>,
+    pub(crate) classify: C,
 }
 
-impl<S: Clone, R, C> Clone for Retry<S, R, C> {
+impl<S: Clone, R, C: Clone> Clone for Retry<S, R, C> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
             shared: Arc::clone(&self.shared),
+            classify: self.classify.clone(),
         }
     }
 }
@@ -73,18 +75,21 @@ where
         self.inner.poll_ready(cx).map_err(Error::Inner)
     }
 
-    /// Deposits into the budget, copies the request if it may be replayed,
-    /// and sends the first attempt. Cost on top of the inner call: one
-    /// budget lock, one clone of `S` (kept for later attempts), one copy of
-    /// the request when retries are enabled, and one `Arc` clone.
+    /// Deposits into the budget, keeps what later attempts are copied from
+    /// if the request may be replayed, and sends the first attempt. Cost on
+    /// top of the inner call: one budget lock, one clone of `S` (kept for
+    /// later attempts), one copy of the request when retries are enabled
+    /// (for a streaming body, a shared record instead), one `Arc` clone and
+    /// one clone of the classifier.
     fn call(&mut self, req: Req) -> Self::Future {
         let shared = &self.shared;
         bump(&shared.stats.requests);
         shared.budget.deposit();
-        let replay = if shared.max_attempts > 1 {
-            shared.replay.replay(&req)
+        let own_deadline = shared.replay.deadline(&req);
+        let (req, kept) = if shared.max_attempts > 1 {
+            shared.replay.keep(req)
         } else {
-            None
+            (req, None)
         };
         // The ready service takes this call; the future keeps a fresh clone
         // for later attempts and drives it to readiness itself.
@@ -92,6 +97,19 @@ where
         let mut ready = std::mem::replace(&mut self.inner, clone);
         let now = Instant::now();
         let (fut, picked) = call_avoiding(&[], || ready.call(req));
-        ResponseFuture::new(ready, Arc::clone(shared), replay, fut, picked, now)
+        let deadline = match (shared.deadline, own_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        ResponseFuture::new(
+            ready,
+            Arc::clone(shared),
+            self.classify.clone(),
+            kept,
+            fut,
+            picked,
+            now,
+            deadline,
+        )
     }
 }

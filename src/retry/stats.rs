@@ -14,6 +14,7 @@ pub struct RetryStats {
     pub(crate) try_timeouts: AtomicU64,
     pub(crate) deadlines: AtomicU64,
     pub(crate) hints_lost: AtomicU64,
+    pub(crate) not_replayable: AtomicU64,
 }
 
 impl RetryStats {
@@ -55,6 +56,14 @@ impl RetryStats {
     /// Attempts cancelled by the per-try timeout.
     pub fn try_timeouts(&self) -> u64 {
         self.try_timeouts.load(Ordering::Relaxed)
+    }
+
+    /// Requests whose failure would have been retried but that could not be
+    /// sent again: not idempotent, a body that cannot be copied, or one
+    /// past the replay buffer's limit
+    /// ([`Replayable::limit`](super::Replayable::limit)).
+    pub fn not_replayable(&self) -> u64 {
+        self.not_replayable.load(Ordering::Relaxed)
     }
 
     /// Requests that ran out of their overall deadline.

@@ -317,7 +317,7 @@ impl Service<LabRequest> for Through {
                 .collect()
                 .await
                 .map_err(|e| EndpointError(format!("body failed: {e}")))?;
-            let mut out = http::Response::new(());
+            let mut out = http::Response::new(super::super::body::LabBody::Done);
             *out.status_mut() = status;
             Ok(out)
         })

@@ -15,9 +15,13 @@ use serde::{Deserialize, Deserializer};
 use super::error::LabError;
 use super::peers::PeerSpec;
 
+mod fleet;
 mod resilience;
+mod streams;
 
-pub use resilience::{AdaptiveSpec, Resilience, RetrySpec};
+pub use fleet::{FleetSpec, Variant};
+pub use resilience::{Resilience, RetrySpec};
+pub use streams::{Streams, Tracking};
 
 /// The scenarios shipped with the lab, by name (the files are compiled in, so
 /// `--scenario NAME` works from any directory).
@@ -43,6 +47,13 @@ pub const SHIPPED: &[(&str, &str)] = &[
         include_str!("../scenarios/failover-ejection.toml"),
     ),
     ("hop", include_str!("../scenarios/hop.toml")),
+    ("streaming", include_str!("../scenarios/streaming.toml")),
+    ("zones", include_str!("../scenarios/zones.toml")),
+    ("fleet", include_str!("../scenarios/fleet.toml")),
+    (
+        "priority-failover",
+        include_str!("../scenarios/priority-failover.toml"),
+    ),
     (
         "orca-many-clients",
         include_str!("../scenarios/orca-many-clients.toml"),
@@ -82,6 +93,12 @@ pub struct Scenario {
     /// (http mode only; `--peers` overrides).
     #[serde(default)]
     pub peers: Vec<PeerSpec>,
+    /// Requests whose body streams for a while (`[streams]`).
+    #[serde(default)]
+    pub streams: Option<Streams>,
+    /// `[fleet]`: route-step variants, zones and their round trips.
+    #[serde(default)]
+    pub fleet: Option<FleetSpec>,
 }
 
 /// Closed-loop virtual users: each sends a request, waits for the answer,
@@ -161,6 +178,15 @@ pub struct BackendSpec {
     /// Changes over time, applied in `at` order.
     #[serde(default)]
     pub events: Vec<EventSpec>,
+    /// The zone it runs in (one of `[[fleet.zone]]`).
+    #[serde(default)]
+    pub zone: Option<String>,
+    /// Its priority level (0, the default, is the highest).
+    #[serde(default)]
+    pub priority: u32,
+    /// This many identical backends, named `{name}-1` to `{name}-{count}`.
+    #[serde(default)]
+    pub count: Option<u32>,
     /// Whether answers carry an ORCA load report (see the lab's `load`).
     #[serde(default)]
     pub reports: bool,
@@ -397,6 +423,12 @@ impl Scenario {
     pub fn parse(text: &str, file: &str) -> Result<Scenario, LabError> {
         let mut s: Scenario =
             toml::from_str(text).map_err(|e| LabError::input(format!("{file}: {e}")))?;
+        if let Some(i) = s.backends.iter().position(|b| b.count == Some(0)) {
+            return Err(LabError::input(format!(
+                "{file}: `backend[{i}].count`: must be >= 1"
+            )));
+        }
+        fleet::expand(&mut s.backends);
         s.validate()
             .map_err(|(field, problem)| LabError::input(format!("{file}: `{field}`: {problem}")))?;
         for b in &mut s.backends {
@@ -491,6 +523,12 @@ impl Scenario {
         if let Some(o) = &self.resilience.outlier {
             o.config()?;
         }
+        if let Some(st) = &self.streams {
+            st.validate()?;
+        }
+        if let Some(f) = &self.fleet {
+            f.validate(&self.backends)?;
+        }
         if let Some(a) = &self.resilience.adaptive_concurrency {
             a.config()?;
         }
@@ -519,6 +557,13 @@ impl Scenario {
         self.weights_for
             .as_ref()
             .is_none_or(|list| list.contains(&picker))
+    }
+
+    /// The tracking modes each picker runs with.
+    pub fn tracking(&self) -> Vec<Tracking> {
+        self.streams
+            .as_ref()
+            .map_or_else(Streams::default_tracking, |s| s.tracking.clone())
     }
 
     /// Whether anything changes during a run (events or stages): then the

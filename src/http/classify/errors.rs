@@ -64,14 +64,14 @@ impl ClassifyError for Infallible {
 }
 
 /// A balancer's error, seen by a layer above it (the retry layer): the
-/// endpoint's own error is classified as usual; the balancer's refusals never
-/// reached an endpoint (`Connect`), except `Overloaded`, which is one.
+/// endpoint's own error is classified as usual; the balancer's own as
+/// [`refusal_kind`](crate::classify::refusal_kind) says (refusals never
+/// reached an endpoint: `Connect`; `Overloaded`; the balancer's `Timeout`).
 impl<E: ClassifyError> ClassifyError for crate::Error<E> {
     fn failure_kind(&self) -> FailureKind {
         match self {
             crate::Error::Inner(e) => e.failure_kind(),
-            crate::Error::Overloaded => FailureKind::Overloaded { retry_after: None },
-            _ => FailureKind::Connect,
+            refused => crate::classify::refusal_kind(refused).unwrap_or(FailureKind::Error),
         }
     }
 }

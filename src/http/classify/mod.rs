@@ -12,7 +12,9 @@ use http::{HeaderMap, Response, StatusCode};
 pub use errors::{ClassifyError, ClientErrors, ErrorHook};
 pub use retry_after::parse_retry_after;
 
+use super::body::{KeepHead, Track, TrackBody};
 use crate::classify::{Classify, FailureKind, MAX_RETRY_AFTER, Outcome};
+use crate::endpoint::Completion;
 use crate::error::{ConfigError, check_positive};
 
 /// The HTTP classifier for [`Balance`](crate::Balance) and the retry layer:
@@ -66,6 +68,7 @@ use crate::error::{ConfigError, check_positive};
 pub struct Classifier<H = ClientErrors> {
     slow: Option<Duration>,
     max_retry_after: Duration,
+    track: Track,
     on_error: H,
 }
 
@@ -76,6 +79,7 @@ impl Classifier {
         Self {
             slow: None,
             max_retry_after: MAX_RETRY_AFTER,
+            track: Track::Body,
             on_error: ClientErrors,
         }
     }
@@ -121,8 +125,17 @@ impl<H> Classifier<H> {
         Classifier {
             slow: self.slow,
             max_retry_after: self.max_retry_after,
+            track: self.track,
             on_error,
         }
+    }
+
+    /// How long a call lasts and what its latency sample is (default
+    /// [`Track::Body`]: the in-flight slot is held until the response body
+    /// ends, errs or is dropped; the sample is the time to the head).
+    pub fn track(mut self, track: Track) -> Self {
+        self.track = track;
+        self
     }
 }
 
@@ -160,15 +173,27 @@ impl<H> Classifier<H> {
     }
 }
 
+/// For `http::Response<B>`: the status table above, and the response body
+/// wrapped in a [`TrackBody`] that holds the call's in-flight slot until the
+/// body ends (see [`track`](Classifier::track)); an error inside the body is
+/// a `Failure(Error)` of the endpoint.
 impl<B, E, H> Classify<Response<B>, E> for Classifier<H>
 where
     H: ErrorHook<E>,
+    B: Send + 'static,
 {
+    type Response = Response<TrackBody<B>>;
+
     fn classify(&self, result: Result<&Response<B>, &E>, latency: Duration) -> Outcome {
         match result {
             Err(e) => self.error(e),
             Ok(res) => self.response(res.status(), res.headers(), latency),
         }
+    }
+
+    #[inline]
+    fn complete(&self, response: Response<B>, completion: Completion) -> Self::Response {
+        response.map(|body| TrackBody::new(body, completion, self.track, KeepHead))
     }
 }
 

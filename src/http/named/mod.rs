@@ -131,7 +131,7 @@ where
 ///     .build()?;
 /// let req = http::Request::get("/users?id=7").body(())?;
 /// let res = lb.ready().await?.call(req).await?;
-/// assert_eq!(res.into_body(), "10.0.3.7:8080 http://api.internal/users?id=7");
+/// assert_eq!(res.into_body().into_inner(), "10.0.3.7:8080 http://api.internal/users?id=7");
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]

@@ -155,4 +155,10 @@ where
         let walk = L::walk(&t.lookup, &t.order, point(key));
         place(pool, self.bound, &t.order, &t.rank, walk)
     }
+
+    /// The request key: keyed requests keep their routed set.
+    #[inline]
+    fn affinity(&self, req: &Req) -> Option<u64> {
+        self.key.key(req)
+    }
 }

@@ -126,7 +126,10 @@ async fn the_schedule_is_smooth_and_skips_capped_endpoints() {
     let mut f = Fixture::new(&[1.0, 1.0, 1.0]);
     let p = OrcaRoundRobin::new().blackout_period(Duration::ZERO);
     let t = p.table(&f.states);
-    report(&f, &[Some((200.0, 1.0)), Some((100.0, 1.0)), Some((100.0, 1.0))]);
+    report(
+        &f,
+        &[Some((200.0, 1.0)), Some((100.0, 1.0)), Some((100.0, 1.0))],
+    );
     let seq: Vec<usize> = (0..400)
         .map(|_| Pick::<()>::pick(&p, &(), &f.cx(&t)).unwrap())
         .collect();
@@ -146,7 +149,10 @@ fn bad_settings_name_their_field() {
     let field = |p: OrcaRoundRobin| p.validate().map_err(|e| e.field()).err();
     assert_eq!(field(OrcaRoundRobin::new()), None);
     for x in [f64::NAN, f64::INFINITY, -1.0] {
-        assert_eq!(field(OrcaRoundRobin::new().error_penalty(x)), Some("error_penalty"));
+        assert_eq!(
+            field(OrcaRoundRobin::new().error_penalty(x)),
+            Some("error_penalty")
+        );
     }
     assert_eq!(
         field(OrcaRoundRobin::new().blackout_period(Duration::MAX)),
@@ -156,5 +162,8 @@ fn bad_settings_name_their_field() {
         field(OrcaRoundRobin::new().weight_update_period(Duration::MAX)),
         Some("weight_update_period")
     );
-    assert_eq!(field(OrcaRoundRobin::new().weight_update_period(Duration::ZERO)), None);
+    assert_eq!(
+        field(OrcaRoundRobin::new().weight_update_period(Duration::ZERO)),
+        None
+    );
 }
