@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use super::{EndpointState, InFlight};
 use crate::classify::Outcome;
+use crate::orca::{LoadReport, ParseError};
 
 /// The rest of a call that has answered: its outcome and latency so far,
 /// and the endpoint's in-flight slot, held until the exchange ends.
@@ -51,6 +52,33 @@ impl Completion {
     /// without a balancer, in tests).
     pub fn endpoint(&self) -> Option<&Arc<EndpointState>> {
         self.guard.as_ref().map(InFlight::endpoint)
+    }
+
+    /// Feeds a [load report](crate::orca) the endpoint sent with this call
+    /// into its model, stamped with the answer's time (no clock read).
+    #[inline]
+    pub fn report_load(&self, report: &LoadReport) {
+        if let Some(state) = self.endpoint() {
+            state.record_load(report, self.answered.1);
+        }
+    }
+
+    /// What the call's report header held (`None`: there was none): a
+    /// report fed into the endpoint's model, or a value that is no report,
+    /// counted ([`EndpointState::load_reports_malformed`]). Stamped with
+    /// the answer's time, or (`at_end`, for trailers) now. The HTTP and
+    /// gRPC classifiers call it with every answer; without a header it is
+    /// one branch.
+    #[inline]
+    pub fn read_load(&self, found: Option<Result<LoadReport, ParseError>>, at_end: bool) {
+        if let (Some(found), Some(state)) = (found, self.endpoint()) {
+            let now_ns = if at_end {
+                state.model.nanos(Instant::now())
+            } else {
+                self.answered.1
+            };
+            state.take_report(found, now_ns);
+        }
     }
 
     /// Changes the outcome recorded at the end (a failure found in the

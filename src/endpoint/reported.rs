@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::EndpointState;
-use crate::orca::LoadReport;
+use crate::orca::{LoadReport, ParseError};
 
 /// "Never": no report yet.
 const NEVER: u64 = u64::MAX;
@@ -58,6 +58,8 @@ pub(crate) struct Reported {
     since_ns: AtomicU64,
     reports: AtomicU64,
     rejected: AtomicU64,
+    /// Report headers that were not reports at all.
+    malformed: AtomicU64,
 }
 
 fn store(slot: &AtomicU64, v: Option<f64>) {
@@ -80,6 +82,7 @@ impl Reported {
             since_ns: AtomicU64::new(NEVER),
             reports: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
+            malformed: AtomicU64::new(0),
         }
     }
 
@@ -129,6 +132,17 @@ impl EndpointState {
             store(slot, v);
         }
         r.weighted_ns.store(now_ns, Ordering::Relaxed);
+    }
+
+    /// What a response's report header held, at `now_ns`: a report, fed
+    /// into the model, or a value that is no report, counted.
+    pub(crate) fn take_report(&self, found: Result<LoadReport, ParseError>, now_ns: u64) {
+        match found {
+            Ok(report) => self.record_load(&report, now_ns),
+            Err(_) => {
+                self.reported.malformed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Feeds a load report from this endpoint into its model, now (for a
@@ -198,6 +212,13 @@ impl EndpointState {
     /// Load reports fed into this endpoint so far.
     pub fn load_reports(&self) -> u64 {
         self.reported.reports.load(Ordering::Relaxed)
+    }
+
+    /// Report headers (or trailers) from this endpoint that were not load
+    /// reports at all (an unknown form, broken JSON, bad base64 or
+    /// protobuf); they change nothing.
+    pub fn load_reports_malformed(&self) -> u64 {
+        self.reported.malformed.load(Ordering::Relaxed)
     }
 
     /// Values its reports carried that were left out (malformed, out of

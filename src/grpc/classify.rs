@@ -8,6 +8,7 @@ use tonic::Code;
 
 use crate::classify::{Advice, Classify, FailureKind, MAX_RETRY_AFTER, Outcome};
 use crate::endpoint::Completion;
+use crate::orca::LoadReport;
 use crate::http::{ClientErrors, EndOfStream, ErrorHook, Track, TrackBody};
 
 /// The header a server sets to tell a client when to retry, in
@@ -39,6 +40,13 @@ pub const PUSHBACK_HEADER: &str = "grpc-retry-pushback-ms";
 /// error hook, as in [`http::Classifier`](crate::http::Classifier): connect
 /// failures are `Connect`.
 ///
+/// **Server-reported load** (gRPC A51): the `endpoint-load-metrics-bin`
+/// trailer (an `OrcaLoadReport`, base64 on the wire), or the same in the
+/// headers of a trailers-only answer, and the text
+/// [`endpoint-load-metrics`](crate::orca::HEADER) header, are fed into the
+/// endpoint's model (see [`orca`](crate::orca));
+/// [`load_reports(false)`](Self::load_reports) turns it off.
+///
 /// **Retries** (gRPC A6): only codes in [`retry_on`](Self::retry_on)
 /// (default `UNAVAILABLE`) are retried, and only when their status comes
 /// with the headers (a trailers-only answer: the call is not committed). A
@@ -62,6 +70,7 @@ pub struct Classifier<H = ClientErrors> {
     codes: Codes,
     retry_on: u32,
     track: Track,
+    load_reports: bool,
     on_error: H,
 }
 
@@ -97,6 +106,7 @@ impl Classifier {
             codes: Codes::default(),
             retry_on: bit(Code::Unavailable),
             track: Track::Body,
+            load_reports: true,
             on_error: ClientErrors,
         }
     }
@@ -130,12 +140,20 @@ impl<H> Classifier<H> {
         self
     }
 
+    /// Whether load reports in trailers and headers feed the endpoints'
+    /// models (default true).
+    pub fn load_reports(mut self, on: bool) -> Self {
+        self.load_reports = on;
+        self
+    }
+
     /// Replaces the hook that classifies transport errors.
     pub fn on_error<G>(self, on_error: G) -> Classifier<G> {
         Classifier {
             codes: self.codes,
             retry_on: self.retry_on,
             track: self.track,
+            load_reports: self.load_reports,
             on_error,
         }
     }
@@ -190,6 +208,7 @@ fn pushback(headers: &HeaderMap) -> Result<Option<Duration>, ()> {
 #[derive(Debug, Clone, Copy)]
 pub struct Trailers {
     codes: Codes,
+    load_reports: bool,
 }
 
 impl EndOfStream for Trailers {
@@ -201,6 +220,13 @@ impl EndOfStream for Trailers {
             Some(v) => self.codes.0[Code::from_bytes(v.as_bytes()) as usize],
             // A stream must end with a status; one without is broken.
             None => Outcome::Failure(FailureKind::Error),
+        }
+    }
+
+    #[inline]
+    fn trailers(&self, trailers: &HeaderMap, completion: &Completion) {
+        if self.load_reports {
+            completion.read_load(LoadReport::from_headers(trailers), true);
         }
     }
 }
@@ -227,7 +253,14 @@ where
 
     fn complete(&self, response: Response<B>, completion: Completion) -> Self::Response {
         // A status in the head is final: nothing the body says changes it.
-        let trailers = Trailers { codes: self.codes };
+        if self.load_reports {
+            // A trailers-only answer carries its report in the headers.
+            completion.read_load(LoadReport::from_headers(response.headers()), false);
+        }
+        let trailers = Trailers {
+            codes: self.codes,
+            load_reports: self.load_reports,
+        };
         response.map(|body| TrackBody::new(body, completion, self.track, trailers))
     }
 

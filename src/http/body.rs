@@ -45,6 +45,14 @@ pub trait EndOfStream: Clone + Send + Sync + 'static {
     /// The outcome of a call whose body ended with `trailers` (`None`: it
     /// ended without trailers) after a head classified `head`.
     fn end(&self, head: Outcome, trailers: Option<&HeaderMap>) -> Outcome;
+
+    /// Reads anything else the trailers say about the endpoint (the gRPC
+    /// classifier: its load report) before the call is recorded. By
+    /// default nothing.
+    #[inline]
+    fn trailers(&self, trailers: &HeaderMap, completion: &Completion) {
+        let _ = (trailers, completion);
+    }
 }
 
 /// The end of an HTTP body changes nothing: the status said it all.
@@ -127,6 +135,9 @@ impl<B, T> TrackBody<B, T> {
 impl<T: EndOfStream> Ending<T> {
     fn finish(self, outcome: Option<Outcome>, trailers: Option<&HeaderMap>) {
         let mut completion = self.completion;
+        if let Some(t) = trailers {
+            self.on_end.trailers(t, &completion);
+        }
         let head = completion.outcome();
         completion.set_outcome(outcome.unwrap_or_else(|| self.on_end.end(head, trailers)));
         if self.whole {

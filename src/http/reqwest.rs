@@ -86,6 +86,7 @@ impl<E, H: ErrorHook<E>> Classify<::reqwest::Response, E> for Classifier<H> {
     type Response = ::reqwest::Response;
 
     fn complete(&self, response: ::reqwest::Response, completion: Completion) -> Self::Response {
+        self.read_load(response.headers(), &completion);
         completion.finish_at_answer();
         response
     }

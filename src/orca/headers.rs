@@ -1,9 +1,16 @@
 //! Reading a report from an `http::HeaderMap` (feature `http`): response
 //! headers or trailers.
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 
 use super::{BIN_HEADER, HEADER, LoadReport, ParseError};
+
+/// [`HEADER`] as a header name: a lookup by it hashes the name and does not
+/// parse it.
+pub(crate) static HEADER_NAME: HeaderName = HeaderName::from_static(HEADER);
+
+/// [`BIN_HEADER`] as a header name.
+pub(crate) static BIN_HEADER_NAME: HeaderName = HeaderName::from_static(BIN_HEADER);
 
 impl LoadReport {
     /// The report in `headers` (response headers or gRPC trailers): the
@@ -14,10 +21,20 @@ impl LoadReport {
     /// `Some(Err(_))` when the header is present but is not a report (see
     /// [`parse`](Self::parse)), also when its bytes are not text.
     pub fn from_headers(headers: &HeaderMap) -> Option<Result<LoadReport, ParseError>> {
-        if let Some(v) = headers.get(BIN_HEADER) {
+        if let Some(v) = headers.get(&BIN_HEADER_NAME) {
             return Some(Self::from_base64(v.as_bytes()));
         }
-        let v = headers.get(HEADER)?;
+        Self::from_text_header(headers)
+    }
+
+    /// The report in the [`HEADER`] of `headers`, in any form; `None`
+    /// without one. The HTTP classifier's read: one lookup when absent.
+    ///
+    /// # Errors
+    /// As [`from_headers`](Self::from_headers).
+    #[inline]
+    pub fn from_text_header(headers: &HeaderMap) -> Option<Result<LoadReport, ParseError>> {
+        let v = headers.get(&HEADER_NAME)?;
         Some(
             v.to_str()
                 .map_err(|_| ParseError::UnknownFormat)

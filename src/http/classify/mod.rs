@@ -16,6 +16,7 @@ use super::body::{KeepHead, Track, TrackBody};
 use crate::classify::{Classify, FailureKind, MAX_RETRY_AFTER, Outcome};
 use crate::endpoint::Completion;
 use crate::error::{ConfigError, check_positive};
+use crate::orca::LoadReport;
 
 /// The HTTP classifier for [`Balance`](crate::Balance) and the retry layer:
 /// classifies `http::Response<B>` results (and `reqwest::Response`, with
@@ -47,7 +48,17 @@ use crate::error::{ConfigError, check_positive};
 /// Give the same classifier to the balancer and the retry layer above it,
 /// so that what counts against an endpoint is also what gets retried.
 ///
-/// Cost: a status-code match, plus a header lookup on 429/502/503/504 only.
+/// **Server-reported load**: an [`endpoint-load-metrics`](crate::orca::HEADER)
+/// header on a response (ORCA's TEXT, JSON or BIN form) is parsed and fed
+/// into the endpoint's model, for [`OrcaRoundRobin`](crate::pick::OrcaRoundRobin)
+/// and [`PeakEwma::utilization`](crate::pick::PeakEwma::utilization); a value
+/// that is no report is counted, never an error. Turn it off with
+/// [`load_reports(false)`](Self::load_reports) for endpoints you do not
+/// trust to report.
+///
+/// Cost: a status-code match, a header lookup on 429/502/503/504 only, and
+/// one lookup of the load-report header (no allocation; the parse only when
+/// it is there).
 ///
 /// ```
 /// use std::time::Duration;
@@ -69,6 +80,7 @@ pub struct Classifier<H = ClientErrors> {
     slow: Option<Duration>,
     max_retry_after: Duration,
     track: Track,
+    load_reports: bool,
     on_error: H,
 }
 
@@ -80,6 +92,7 @@ impl Classifier {
             slow: None,
             max_retry_after: MAX_RETRY_AFTER,
             track: Track::Body,
+            load_reports: true,
             on_error: ClientErrors,
         }
     }
@@ -126,6 +139,7 @@ impl<H> Classifier<H> {
             slow: self.slow,
             max_retry_after: self.max_retry_after,
             track: self.track,
+            load_reports: self.load_reports,
             on_error,
         }
     }
@@ -136,6 +150,22 @@ impl<H> Classifier<H> {
     pub fn track(mut self, track: Track) -> Self {
         self.track = track;
         self
+    }
+
+    /// Whether responses' [load reports](crate::orca) feed the endpoints'
+    /// models (default true).
+    pub fn load_reports(mut self, on: bool) -> Self {
+        self.load_reports = on;
+        self
+    }
+
+    /// Feeds the load report in `headers`, if any, to `completion`'s
+    /// endpoint (when [`load_reports`](Self::load_reports) is on).
+    #[inline]
+    pub fn read_load(&self, headers: &HeaderMap, completion: &Completion) {
+        if self.load_reports {
+            completion.read_load(LoadReport::from_text_header(headers), false);
+        }
     }
 }
 
@@ -193,6 +223,7 @@ where
 
     #[inline]
     fn complete(&self, response: Response<B>, completion: Completion) -> Self::Response {
+        self.read_load(response.headers(), &completion);
         response.map(|body| TrackBody::new(body, completion, self.track, KeepHead))
     }
 }
