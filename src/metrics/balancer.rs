@@ -198,6 +198,36 @@ fn register(meter: &Meter, m: &Arc<BalanceMetrics>, health: &Health) {
 
     let wk = w.clone();
     meter
+        .f64_observable_gauge("lb.endpoint.load.utilization")
+        .with_description(
+            "Utilization the endpoint last reported (ORCA: application, else CPU), while the report is trusted",
+        )
+        .with_callback(move |o| {
+            let now = Instant::now();
+            each(&wk, o, |s, em, o| {
+                if let Some(u) = s.reported_load(now).and_then(|r| r.utilization()) {
+                    o.observe(u, &em.base);
+                }
+            })
+        })
+        .build();
+
+    let wk = w.clone();
+    meter
+        .f64_observable_gauge("lb.endpoint.concurrency_limit")
+        .with_unit("{request}")
+        .with_description("Adaptive concurrency limit per endpoint (with adaptive limits on)")
+        .with_callback(move |o| {
+            each(&wk, o, |s, em, o| {
+                if let Some(l) = s.concurrency_limit() {
+                    o.observe(l, &em.base);
+                }
+            })
+        })
+        .build();
+
+    let wk = w.clone();
+    meter
         .u64_observable_gauge("lb.endpoint.health")
         .with_description("1 when the endpoint can be picked; `state` says why not")
         .with_callback(move |o| {

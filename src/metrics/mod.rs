@@ -13,6 +13,8 @@
 //! | `lb.endpoint.in_flight` | `lb_endpoint_in_flight` | gauge | endpoint |
 //! | `lb.endpoint.health` | `lb_endpoint_health` | gauge 1/0 | endpoint, `state` (`healthy`, `ejected`, `open`, `half_open`, `forced_open`, `failing_check`, `draining`) |
 //! | `lb.endpoint.latency.ewma` | `lb_endpoint_latency_ewma_seconds` | gauge (s) | endpoint |
+//! | `lb.endpoint.load.utilization` | `lb_endpoint_load_utilization` | gauge | endpoint; while its last [load report](crate::orca) is trusted |
+//! | `lb.endpoint.concurrency_limit` | `lb_endpoint_concurrency_limit` | gauge | endpoint; with [adaptive limits](crate::endpoint::AdaptiveConcurrency) |
 //! | `lb.picks` | `lb_picks_total` | counter | endpoint |
 //! | `lb.pick.duration` | `lb_pick_duration_seconds` | histogram (s), sampled | — |
 //! | `lb.breaker.state` | `lb_breaker_state` | gauge 1/0 | endpoint, `state` |
