@@ -318,7 +318,10 @@ mod tests {
         );
         // No status in the head: provisional success, committed.
         assert_eq!(judge(&c, &head(200, &[])), (Outcome::Success, Advice::Stop));
-        let t = Trailers { codes: c.codes };
+        let t = Trailers {
+            codes: c.codes,
+            load_reports: true,
+        };
         let mut trailers = HeaderMap::new();
         trailers.insert("grpc-status", "14".parse().unwrap());
         assert_eq!(t.end(Outcome::Success, Some(&trailers)), unavailable);
