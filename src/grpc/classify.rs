@@ -8,8 +8,8 @@ use tonic::Code;
 
 use crate::classify::{Advice, Classify, FailureKind, MAX_RETRY_AFTER, Outcome};
 use crate::endpoint::Completion;
-use crate::orca::LoadReport;
 use crate::http::{ClientErrors, EndOfStream, ErrorHook, Track, TrackBody};
+use crate::orca::LoadReport;
 
 /// The header a server sets to tell a client when to retry, in
 /// milliseconds (gRPC A6).
