@@ -374,3 +374,106 @@ fn http_value_extremes() {
     assert_eq!(dns(|b| b.interval(MAX)), "dns.interval");
     assert_eq!(dns(|b| b.timeout(MAX)), "dns.timeout");
 }
+
+#[test]
+fn load_report_and_adaptive_limit_extremes() {
+    use tower_lb::endpoint::AdaptiveConcurrency;
+    use tower_lb::pick::OrcaRoundRobin;
+    // Reports: the expiry is > 0 and at most a year.
+    for d in [ZERO, YEAR_AND_A_DAY, MAX] {
+        assert_eq!(
+            field(balance().load_report_expiry(d).build()),
+            "load_report_expiry",
+            "{d:?}"
+        );
+    }
+    // A58's picker: blackout and update period at most a year (0 is
+    // allowed: weights at once; update periods under 100 ms are raised to
+    // it), the error penalty finite and >= 0.
+    let orca = |p: OrcaRoundRobin| field(balance().picker(p).build());
+    for d in [YEAR_AND_A_DAY, MAX] {
+        assert_eq!(
+            orca(OrcaRoundRobin::new().blackout_period(d)),
+            "blackout_period"
+        );
+        assert_eq!(
+            orca(OrcaRoundRobin::new().weight_update_period(d)),
+            "weight_update_period"
+        );
+    }
+    for k in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0] {
+        assert_eq!(
+            orca(OrcaRoundRobin::new().error_penalty(k)),
+            "error_penalty",
+            "{k}"
+        );
+    }
+    assert_eq!(
+        orca(
+            OrcaRoundRobin::new()
+                .blackout_period(ZERO)
+                .weight_update_period(ZERO)
+                .error_penalty(0.0)
+        ),
+        "accepted"
+    );
+    // PeakEwma's utilization fade: > 0 and at most a year.
+    for d in [ZERO, MAX] {
+        let p = PeakEwma::default().utilization(true).utilization_fade(d);
+        assert_eq!(field(balance().picker(p).build()), "utilization_fade");
+    }
+    // Adaptive limits.
+    let limits = |a: AdaptiveConcurrency| field(balance().adaptive_concurrency(a).build());
+    let a = AdaptiveConcurrency::new;
+    for k in BAD_F64 {
+        assert_eq!(
+            limits(a().tolerance(k)),
+            "adaptive_concurrency.tolerance",
+            "{k}"
+        );
+        assert_eq!(
+            limits(a().smoothing(k)),
+            "adaptive_concurrency.smoothing",
+            "{k}"
+        );
+    }
+    for k in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0, 1.5] {
+        assert_eq!(limits(a().growth(k)), "adaptive_concurrency.growth", "{k}");
+    }
+    assert_eq!(limits(a().tolerance(0.5)), "adaptive_concurrency.tolerance");
+    assert_eq!(
+        limits(a().tolerance(101.0)),
+        "adaptive_concurrency.tolerance"
+    );
+    assert_eq!(limits(a().smoothing(1.5)), "adaptive_concurrency.smoothing");
+    assert_eq!(limits(a().min_limit(0)), "adaptive_concurrency.min_limit");
+    assert_eq!(
+        limits(a().max_limit(usize::MAX)),
+        "adaptive_concurrency.max_limit"
+    );
+    assert_eq!(
+        limits(a().min_limit(10).max_limit(5)),
+        "adaptive_concurrency.max_limit"
+    );
+    assert_eq!(
+        limits(a().initial_limit(0)),
+        "adaptive_concurrency.initial_limit"
+    );
+    assert_eq!(
+        limits(a().initial_limit(usize::MAX)),
+        "adaptive_concurrency.initial_limit"
+    );
+    // The documented bounds themselves are accepted.
+    assert_eq!(
+        limits(
+            a().min_limit(1)
+                .max_limit(tower_lb::endpoint::MAX_LIMIT)
+                .initial_limit(tower_lb::endpoint::MAX_LIMIT)
+                .tolerance(100.0)
+                .growth(0.0)
+                .smoothing(1.0)
+        ),
+        "accepted"
+    );
+    assert_eq!(limits(a().tolerance(1.0).growth(1.0)), "accepted");
+}
