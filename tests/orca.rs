@@ -56,14 +56,15 @@ fn envoys_colon_form_and_the_json_form_give_the_same_report() {
 #[test]
 fn bad_values_are_left_out_and_counted() {
     // (header, cpu, mem, rps, eps, rejected)
-    let table: &[(
-        &str,
+    type Row = (
+        &'static str,
         Option<f64>,
         Option<f64>,
         Option<f64>,
         Option<f64>,
         u32,
-    )] = &[
+    );
+    let table: &[Row] = &[
         ("TEXT cpu_utilization=-0.1", None, None, None, None, 1),
         ("TEXT mem_utilization=1.5", None, None, None, None, 1),
         (
