@@ -153,12 +153,9 @@ async fn hyper_servers_reports_steer_picks_and_reach_the_exposition() {
     }
     let want_util: BTreeMap<String, f64> = origins.iter().cloned().zip([0.2, 0.4, 0.8]).collect();
     assert_eq!(util, want_util, "{text}");
-    // Each endpoint's limit as the model holds it (real-network jitter
-    // against a sub-millisecond floor moves it: only its value is checked).
-    let want_limit: BTreeMap<String, f64> = states()
-        .into_iter()
-        .map(|(k, s)| (k, s.concurrency_limit().unwrap()))
-        .collect();
+    // One call at a time never reaches half the limit: it stays at the
+    // initial 20 whatever the network's jitter.
+    let want_limit: BTreeMap<String, f64> = origins.iter().map(|o| (o.clone(), 20.0)).collect();
     assert_eq!(limit, want_limit, "{text}");
 
     // The dashboard's panels query these two names.

@@ -17,10 +17,11 @@
 //! of one that grows with the offered load. The growth is relative, not
 //! Gradient2's fixed queue allowance, so that many independent balancers,
 //! each with a small share of an endpoint, settle at the same latency as
-//! one balancer would. The limit does not grow while fewer than half of it
-//! are in flight (the caller, not the endpoint, limits the rate), and a
-//! call that times out or is shed by the endpoint (HTTP 429) cuts it by
-//! [`DROP_FACTOR`].
+//! one balancer would. The limit does not move while fewer than half of it
+//! are in flight (the caller, not the endpoint, limits the rate: the limit
+//! does not bind, and latency noise on a lightly used endpoint would walk
+//! it down), and a call that times out or is shed by the endpoint (HTTP
+//! 429, gRPC `RESOURCE_EXHAUSTED`) cuts it by [`DROP_FACTOR`].
 //!
 //! An endpoint at its limit is skipped by every picker; when every endpoint
 //! is, the call fails at once with [`Error::Overloaded`](crate::Error::Overloaded).
@@ -231,11 +232,16 @@ impl Limit {
             return;
         }
         let limit = self.get();
+        if (concurrency as f64) < limit / 2.0 {
+            // The caller, not the endpoint, limits the rate: the sample
+            // says nothing about where the limit binds (Netflix's Vegas
+            // limit skips these too). Without this, latency jitter on a
+            // lightly used endpoint walks its limit down to the minimum,
+            // and the next burst is refused while it grows back.
+            return;
+        }
         let g = (cfg.tolerance * floor_ns / latency_ns).clamp(0.5, 1.0);
         let target = if g >= 1.0 {
-            if (concurrency as f64) < limit / 2.0 {
-                return; // the caller, not the endpoint, limits the rate
-            }
             (limit * (1.0 + cfg.growth)).max(limit + 1.0)
         } else {
             limit * g * (1.0 + cfg.growth)
@@ -387,5 +393,20 @@ mod tests {
         l.observe(&cfg, f64::NAN, 50e6, 30);
         assert_eq!(l.get(), 2.0);
         assert_eq!(Limit::new(None).get(), f64::INFINITY);
+    }
+
+    #[test]
+    fn an_app_limited_caller_keeps_its_limit_through_latency_noise() {
+        // One call at a time, latency jittering to 3x the floor: the limit
+        // does not bind, so it does not move; drops still cut it.
+        let cfg = AdaptiveConcurrency::new();
+        let l = Limit::new(Some(&cfg));
+        for i in 0..1000 {
+            let latency = if i % 2 == 0 { 150e3 } else { 50e3 };
+            l.observe(&cfg, latency, 50e3, 1);
+        }
+        assert_eq!(l.get(), 20.0);
+        l.dropped(&cfg);
+        assert_eq!(l.get(), 18.0);
     }
 }
