@@ -252,6 +252,22 @@ fn exchange(c: &mut Criterion) {
         });
     }
     g.finish();
+    // The parse alone, per form.
+    let mut g = c.benchmark_group("orca_parse");
+    for (name, text) in [("text", TEXT_REPORT), ("json", JSON_REPORT)] {
+        g.bench_function(name, |b| {
+            b.iter(|| tower_lb::orca::LoadReport::parse(black_box(text)))
+        });
+    }
+    g.bench_function("bin_header", |b| {
+        let mut h = HeaderMap::new();
+        h.insert(
+            "endpoint-load-metrics-bin",
+            HeaderValue::from_static(BIN_REPORT),
+        );
+        b.iter(|| tower_lb::orca::LoadReport::from_headers(black_box(&h)))
+    });
+    g.finish();
 }
 
 criterion_group!(benches, exchange);

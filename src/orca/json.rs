@@ -143,7 +143,7 @@ impl<'a> Scanner<'a> {
     fn number(&mut self) -> Result<Option<f64>, ParseError> {
         if self.peek() == Some(b'"') {
             let (text, _) = self.string()?;
-            return Ok(text.trim().parse().ok());
+            return Ok(text.trim_ascii().parse().ok());
         }
         let start = self.i;
         while self

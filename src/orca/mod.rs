@@ -116,13 +116,13 @@ impl LoadReport {
     /// A [`ParseError`] when the value is not a report; bad values inside a
     /// report are counted in [`rejected`](Self::rejected) instead.
     pub fn parse(value: &str) -> Result<LoadReport, ParseError> {
-        let value = value.trim_start();
+        let value = value.trim_ascii_start();
         if let Some(rest) = value.strip_prefix("TEXT ") {
             Ok(text::parse(rest))
         } else if let Some(rest) = value.strip_prefix("JSON ") {
             json::parse(rest)
         } else if let Some(rest) = value.strip_prefix("BIN ") {
-            Self::from_base64(rest.trim().as_bytes())
+            Self::from_base64(rest.trim_ascii().as_bytes())
         } else {
             Err(ParseError::UnknownFormat)
         }

@@ -14,15 +14,17 @@ const NAMED: &str = "named_metrics.";
 pub(super) fn parse(entries: &str) -> LoadReport {
     let mut report = LoadReport::new();
     for entry in entries.split(',') {
-        let entry = entry.trim();
+        let entry = entry.trim_ascii();
         if entry.is_empty() {
             continue;
         }
-        let Some((key, value)) = entry.split_once(['=', ':']) else {
+        // The first `=` or `:` (ASCII, so both sides stay UTF-8).
+        let Some(at) = entry.bytes().position(|b| b == b'=' || b == b':') else {
             report.reject();
             continue;
         };
-        let (key, value) = (key.trim(), value.trim());
+        let (key, value) = (&entry[..at], &entry[at + 1..]);
+        let (key, value) = (key.trim_ascii(), value.trim_ascii());
         let Ok(v) = value.parse::<f64>() else {
             report.reject();
             continue;
