@@ -7,10 +7,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::Empty;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use tokio::time::Instant;
 use tower::Layer;
 use tower_lb::Balance;
@@ -23,7 +19,7 @@ use tower_lb::pick::{self, Pick};
 use tower_lb::retry::RetryLayer;
 
 use super::backend::{Backend, sub_seed};
-use super::endpoint::{Endpoint, LabRequest, Parts, Target};
+use super::endpoint::{Endpoint, LabRequest, Parts, targets};
 use super::error::LabError;
 use super::fleet;
 use super::oracle::Oracle;
@@ -98,30 +94,7 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
         return Err(LabError::input("--duration: must be > 0"));
     }
     let pickers = opts.pickers.clone().unwrap_or_else(|| sc.pickers.clone());
-    // Each picker once per tracking mode (the oracle needs none).
-    let tracking = sc.tracking();
-    // ... and once per route-step variant (`[fleet]`).
-    let variants = sc.variants();
-    // ... and (`[resilience.adaptive_concurrency]`) with adaptive limits,
-    // or (`compare`) without and then with them.
-    let limits: &[bool] = match &sc.resilience.adaptive_concurrency {
-        None => &[false],
-        Some(a) if a.compare => &[false, true],
-        Some(_) => &[true],
-    };
-    let mut runs: Vec<(PickerName, Tracking, Option<Variant>, bool)> = Vec::new();
-    for &p in &pickers {
-        let modes = if p == PickerName::Oracle {
-            &tracking[..1]
-        } else {
-            &tracking[..]
-        };
-        for &t in modes {
-            for &v in &variants {
-                runs.extend(limits.iter().map(|&l| (p, t, v, l)));
-            }
-        }
-    }
+    let runs = sc.rows(&pickers);
     let peer_rows = peers::rows(opts.peers.as_deref().unwrap_or(&sc.peers));
     let rows = runs.len() + if opts.sim { 0 } else { peer_rows.len() };
     let mut report = Report::new(sc, opts.sim, seed, duration.as_secs_f64());
@@ -233,30 +206,8 @@ where
         .map(|(i, b)| Arc::new(Backend::new(b, sub_seed(ctx.seed, 1000 + i as u64), start)))
         .collect();
     let rec = Arc::new(Recorder::new(measured, ctx.duration, n));
-    let mut _servers = None;
-    let targets: Vec<Target> = if ctx.sim {
-        backends.iter().map(|b| Target::Sim(b.clone())).collect()
-    } else {
-        let servers = server::start(&backends).await?;
-        let client: super::endpoint::HttpClient = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build_http::<Empty<Bytes>>();
-        let t = servers
-            .addrs
-            .iter()
-            .map(|a| {
-                a.to_string()
-                    .parse()
-                    .map(|authority| Target::Http {
-                        client: client.clone(),
-                        authority,
-                    })
-                    .map_err(|e| LabError::runtime(format!("bad address {a}: {e}")))
-            })
-            .collect::<Result<_, _>>()?;
-        _servers = Some(servers);
-        t
-    };
+    // http mode: the servers run until the row ends.
+    let (targets, _servers) = targets(ctx.sim, &backends).await?;
     let weighted = sc.weighted(name);
     let clients = sc.load.clients;
     // One retry layer (and budget) per client balancer, as each caller

@@ -13,11 +13,14 @@ use http::uri::{Authority, Scheme, Uri};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 use tower::Service;
 
 use super::backend::{Answer, Backend, Hold};
 use super::body::LabBody;
+use super::error::LabError;
 use super::record::Recorder;
+use super::server::{self, Servers};
 
 /// What a virtual user sends.
 pub type LabRequest = http::Request<Empty<Bytes>>;
@@ -164,6 +167,39 @@ impl Service<LabRequest> for Endpoint {
             }),
         }
     }
+}
+
+/// Where each backend's requests go: the backend model in `--sim`, else
+/// its HTTP server, started here (the servers run while the returned
+/// handle lives).
+pub async fn targets(
+    sim: bool,
+    backends: &[Arc<Backend>],
+) -> Result<(Vec<Target>, Option<Servers>), LabError> {
+    if sim {
+        return Ok((
+            backends.iter().map(|b| Target::Sim(b.clone())).collect(),
+            None,
+        ));
+    }
+    let servers = server::start(backends).await?;
+    let client: HttpClient = Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(30))
+        .build_http::<Empty<Bytes>>();
+    let t = servers
+        .addrs
+        .iter()
+        .map(|a| {
+            a.to_string()
+                .parse()
+                .map(|authority| Target::Http {
+                    client: client.clone(),
+                    authority,
+                })
+                .map_err(|e| LabError::runtime(format!("bad address {a}: {e}")))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((t, Some(servers)))
 }
 
 fn respond(answer: Answer, hold: Option<Hold>) -> Result<LabResponse, EndpointError> {

@@ -1,0 +1,65 @@
+//! [`PickerName`]: the pickers a scenario names, the crate's and the
+//! lab's oracle.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::de;
+use serde::{Deserialize, Deserializer};
+
+/// A picker the lab knows by name: one of the crate's registry
+/// ([`tower_lb::pick::NAMES`]), or the lab's own oracle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PickerName {
+    /// A picker of the crate, by its registry name.
+    Crate(&'static str),
+    /// The lab's oracle (sim mode only).
+    Oracle,
+}
+
+impl PickerName {
+    /// Every name, in the order `--help` lists them: the crate's registry,
+    /// then the oracle.
+    pub fn all() -> impl Iterator<Item = PickerName> {
+        tower_lb::pick::NAMES
+            .iter()
+            .map(|&n| PickerName::Crate(n))
+            .chain([PickerName::Oracle])
+    }
+
+    /// The name as written in scenarios and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PickerName::Crate(name) => name,
+            PickerName::Oracle => "oracle",
+        }
+    }
+}
+
+impl fmt::Display for PickerName {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The list of known picker names, for error messages.
+pub fn known_pickers() -> String {
+    let names: Vec<&str> = PickerName::all().map(|p| p.as_str()).collect();
+    names.join(", ")
+}
+
+impl FromStr for PickerName {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        PickerName::all()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| format!("unknown picker \"{s}\" (known: {})", known_pickers()))
+    }
+}
+
+impl<'de> Deserialize<'de> for PickerName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(de::Error::custom)
+    }
+}
