@@ -25,9 +25,14 @@
 //! unknown format, broken JSON, bad base64 or protobuf) is a [`ParseError`].
 //! The TEXT and JSON parsers allocate nothing.
 //!
-//! A report reaches an endpoint's model through
-//! [`Handle::report_load`](crate::Handle::report_load) (any transport) or,
-//! with the HTTP classifier, from the response itself. The model keeps the
+//! A report reaches an endpoint's model from the response itself with the
+//! HTTP classifier (`http::Classifier`: the header, hyper-util and reqwest
+//! responses) and the gRPC classifier (`grpc::Classifier`: the trailer, or
+//! the head of a trailers-only answer), or through
+//! [`Handle::report_load`](crate::Handle::report_load) and
+//! [`EndpointState::report_load`](crate::endpoint::EndpointState::report_load)
+//! for any other transport. A header that is no report is counted
+//! ([`EndpointState::load_reports_malformed`](crate::endpoint::EndpointState::load_reports_malformed)). The model keeps the
 //! last report, trusts it for a bounded time
 //! ([`Builder::load_report_expiry`](crate::balance::Builder::load_report_expiry),
 //! default [`DEFAULT_REPORT_EXPIRY`]) and feeds the pickers that read it:
