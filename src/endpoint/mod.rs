@@ -40,6 +40,7 @@ use tokio::time::Instant;
 pub use completion::Completion;
 pub use inflight::InFlight;
 pub use meta::{EndpointMeta, Locality};
+pub(crate) use slow_start::RampMemory;
 pub use slow_start::SlowStart;
 pub use state::{EndpointState, Estimate};
 
