@@ -5,7 +5,7 @@
 //! Run with `cargo bench --bench balance`. Groups:
 //! * `per_request/{8,1024}`: tower-lb (default picker) vs tower's p2c.
 //! * `picker/{name}/{8,64,1024}`: every picker's per-request cost.
-//! * `threads`: one shared `Balance` driven by one and by two threads
+//! * `threads`: one shared `Balance` driven by one, two and four threads
 //!   (time per request per thread; the ratio gives the scaling).
 //! * `stack`: each resilience layer and the whole stack against `Balance`
 //!   alone.
@@ -172,7 +172,9 @@ fn threads(c: &mut Criterion) {
     let mut g = c.benchmark_group("threads");
     // Reported time is wall time per request *per thread*: equal times mean
     // two threads move twice the requests.
-    for t in [1usize, 2] {
+    // Four threads on two cores measure contention and oversubscription
+    // together; on four cores or more, contention alone.
+    for t in [1usize, 2, 4] {
         g.bench_function(BenchmarkId::new("shared_balance_8", t), |b| {
             b.iter_custom(|iters| shared_run(&lb, t, iters))
         });
