@@ -5,12 +5,15 @@
 //! Run with `cargo bench --bench balance`. Groups:
 //! * `per_request/{8,1024}`: tower-lb (default picker) vs tower's p2c.
 //! * `picker/{name}/{8,64,1024}`: every picker's per-request cost.
-//! * `threads`: one shared `Balance` driven by one and by two threads
+//! * `threads`: one shared `Balance` driven by one, two and four threads
 //!   (time per request per thread; the ratio gives the scaling).
 //! * `stack`: each resilience layer and the whole stack against `Balance`
 //!   alone.
 //! * `metrics/{off,on}`: `Balance` (default picker, 8 endpoints) without
 //!   and with metrics on a real SDK meter provider (manual reader).
+//! * `route/{off,zone_aware,subset,zone_aware+subset}`: the default picker
+//!   over 60 endpoints in three zones, without and with the route step,
+//!   beside tower's p2c over the same 60.
 
 use std::convert::Infallible;
 use std::future::{Future, Ready, ready};
@@ -25,8 +28,10 @@ use tower::Service;
 use tower::discover::ServiceList;
 use tower::load::{CompleteOnResponse, PeakEwma as TowerPeakEwma};
 use tower_lb::breaker::{CircuitBreakerConfig, CircuitBreakerLayer};
+use tower_lb::endpoint::{EndpointMeta, Locality};
 use tower_lb::outlier::OutlierDetection;
 use tower_lb::retry::{self, RetryLayer};
+use tower_lb::route::{Callers, Routing, Subset, ZoneAware};
 use tower_lb::{Balance, pick};
 
 /// The inner service: always ready, answers at once, allocates nothing.
@@ -167,7 +172,9 @@ fn threads(c: &mut Criterion) {
     let mut g = c.benchmark_group("threads");
     // Reported time is wall time per request *per thread*: equal times mean
     // two threads move twice the requests.
-    for t in [1usize, 2] {
+    // Four threads on two cores measure contention and oversubscription
+    // together; on four cores or more, contention alone.
+    for t in [1usize, 2, 4] {
         g.bench_function(BenchmarkId::new("shared_balance_8", t), |b| {
             b.iter_custom(|iters| shared_run(&lb, t, iters))
         });
@@ -295,5 +302,64 @@ fn metrics(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, per_request, pickers, threads, stack, metrics);
+/// 60 endpoints spread over zones a, b, c (20 each), under `routing`.
+fn zoned(routing: Option<Routing>) -> Balance<usize, Noop> {
+    let mut b = Balance::builder();
+    if let Some(r) = routing {
+        b = b.routing(r);
+    }
+    for i in 0..60 {
+        let zone = ["a", "b", "c"][i % 3];
+        let meta = EndpointMeta::new().with_locality(Locality::in_zone(zone));
+        b = b.endpoint_with(i, Noop, 1.0, meta);
+    }
+    b.build().expect("valid config")
+}
+
+fn route(c: &mut Criterion) {
+    let mut cx = Context::from_waker(Waker::noop());
+    // Callers 50/30/20 against endpoints a third each: zone a is short, so
+    // picks from a spill (the zone-aware split is computed, not skipped).
+    let zone_aware = || ZoneAware::new("a", Callers::new([("a", 0.5), ("b", 0.3), ("c", 0.2)]));
+    let subset = || Subset::new(3, 100, 20);
+    let rows: [(&str, Option<Routing>); 4] = [
+        ("off", None),
+        ("zone_aware", Some(Routing::new().zone_aware(zone_aware()))),
+        ("subset", Some(Routing::new().subset(subset()))),
+        (
+            "zone_aware+subset",
+            Some(Routing::new().zone_aware(zone_aware()).subset(subset())),
+        ),
+    ];
+    let mut g = c.benchmark_group("route");
+    for (name, routing) in rows {
+        let mut lb = zoned(routing);
+        g.bench_function(name, |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i += 1;
+                one(&mut lb, &mut cx, i)
+            })
+        });
+    }
+    let mut theirs = tower_p2c(60);
+    g.bench_function("tower_p2c_peak_ewma", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i += 1;
+            one(&mut theirs, &mut cx, i)
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    per_request,
+    pickers,
+    threads,
+    stack,
+    metrics,
+    route
+);
 criterion_main!(benches);

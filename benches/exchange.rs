@@ -2,7 +2,8 @@
 //! header-time tracking, the gRPC classifier against the HTTP one, and
 //! reading ORCA load reports (header and trailer) against not reading them,
 //! on the same ready inner service and body, in one run, beside tower's
-//! p2c over `tower::load::PeakEwma` on the same exchange.
+//! p2c over `tower::load::PeakEwma` on the same exchange; and the whole
+//! stack (retry, breakers, ejection) with body tracking.
 //!
 //! Run with `cargo bench --bench exchange --features http,grpc`. Each
 //! iteration is one request: ready, call, poll the head, then read the body
@@ -19,9 +20,12 @@ use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
 use http::{HeaderMap, HeaderValue};
 use hyper::body::{Body, Frame};
-use tower::Service;
+use tower::{Layer, Service};
+use tower_lb::breaker::CircuitBreakerConfig;
 use tower_lb::classify::Classify;
 use tower_lb::http::{Classifier, Track};
+use tower_lb::outlier::OutlierDetection;
+use tower_lb::retry::{self, RetryLayer};
 use tower_lb::{Balance, grpc, pick};
 
 /// A body of one data frame and, optionally, gRPC trailers (with a binary
@@ -192,6 +196,28 @@ fn exchange(c: &mut Criterion) {
         b.iter(|| {
             i += 1;
             one(&mut grpc, &mut cx, i)
+        })
+    });
+    // The whole stack with body tracking: retry (the balancer's classifier,
+    // inherited) over per-endpoint breakers and ejection, against
+    // `http_body` above.
+    let mut b = Balance::builder()
+        .classify(Classifier::new())
+        .circuit_breaker(CircuitBreakerConfig::default())
+        .outlier_detection(OutlierDetection::default());
+    for i in 0..8 {
+        b = b.endpoint(i, Answer::default());
+    }
+    let layer = RetryLayer::builder()
+        .replay(retry::CloneRequest)
+        .build()
+        .expect("valid config");
+    let mut stack = layer.layer(b.build().expect("valid config"));
+    g.bench_function("stack_http_body", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i += 1;
+            one(&mut stack, &mut cx, i)
         })
     });
     // ORCA: the same responses with a load report, read (the default) and

@@ -166,3 +166,66 @@ fn with_metrics() {
     assert_eq!(count(build(pick::RoundRobin::new(), &meter), 20_000), 0);
     assert_eq!(count(build(pick::LeastInFlight::new(), &meter), 20_000), 0);
 }
+
+/// An HTTP endpoint that answers with a one-frame static body and allocates
+/// nothing (`Response::new` leaves its header map empty).
+#[cfg(feature = "http")]
+#[derive(Clone)]
+struct StaticHttp;
+
+#[cfg(feature = "http")]
+impl Service<http::Request<()>> for StaticHttp {
+    type Response = http::Response<http_body_util::Full<bytes::Bytes>>;
+    type Error = std::convert::Infallible;
+    type Future = Ready<Result<Self::Response, Self::Error>>;
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+    fn call(&mut self, _: http::Request<()>) -> Self::Future {
+        let body = http_body_util::Full::new(bytes::Bytes::from_static(b"ok"));
+        ready(Ok(http::Response::new(body)))
+    }
+}
+
+/// The whole exchange over HTTP, the slot held until the body ends (the
+/// default) and released at the head: classifying, tracking the body and
+/// reading it to its end allocate nothing.
+#[cfg(feature = "http")]
+#[test]
+fn http_exchange_does_not_allocate_with_body_or_header_tracking() {
+    use http_body::Body;
+    use tower_lb::http::{Classifier, Track};
+
+    for track in [Track::Body, Track::Headers, Track::WholeBody] {
+        let mut b = Balance::builder()
+            .classify(Classifier::new().track(track))
+            .seed(1);
+        for i in 0..8u32 {
+            b = b.endpoint(i, StaticHttp);
+        }
+        let mut lb = b.build().unwrap();
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut run = |n: u64| {
+            for _ in 0..n {
+                let fut = pin!(lb.call(http::Request::new(())));
+                let Poll::Ready(Ok(res)) = fut.poll(&mut cx) else {
+                    panic!("a ready endpoint answers at once");
+                };
+                let mut body = pin!(res.into_body());
+                let mut frames = 0;
+                loop {
+                    match body.as_mut().poll_frame(&mut cx) {
+                        Poll::Ready(Some(Ok(_))) => frames += 1,
+                        Poll::Ready(None) => break,
+                        other => panic!("a static body ends at once: {:?}", other.is_ready()),
+                    }
+                }
+                assert_eq!(frames, 1);
+            }
+        };
+        run(100);
+        let before = allocs();
+        run(10_000);
+        assert_eq!(allocs() - before, 0, "{track:?}");
+    }
+}

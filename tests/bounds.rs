@@ -83,6 +83,11 @@ fn balance_builder_extremes() {
         let b = balance().slow_start(ss.min_weight_percent(p)).build();
         assert_eq!(field(b), "slow_start.min_weight_percent", "{p}");
     }
+    for m in [MAX, YEAR_AND_A_DAY] {
+        let b = balance().slow_start(ss.memory(m)).build();
+        assert_eq!(field(b), "slow_start.memory", "{m:?}");
+    }
+    assert!(balance().slow_start(ss.memory(ZERO)).build().is_ok());
     let key = || pick::key_fn(|r: &u32| Some(u64::from(*r)));
     for n in [0, 10_001, usize::MAX] {
         let b = balance().picker(RingHash::new(key()).vnodes(n)).build();

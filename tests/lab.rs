@@ -891,3 +891,105 @@ fn streaming_body_tracking_sees_the_streams_header_tracking_does_not() {
         summary(&r)
     );
 }
+
+// ---------------------------------------------------------------- fleet scale
+
+/// The row of `picker` under the route-step variant `route`.
+fn routed<'a>(r: &'a Report, picker: &str, route: &str) -> &'a PickerReport {
+    r.runs
+        .iter()
+        .find(|x| x.picker == picker && x.route.as_deref() == Some(route))
+        .unwrap_or_else(|| panic!("{picker} [{route}] did not run: {:?}", r.notes))
+}
+
+fn fleet_of(x: &PickerReport) -> &lab::fleet::FleetStats {
+    x.fleet
+        .as_ref()
+        .expect("a [fleet] scenario reports fleet numbers")
+}
+
+#[test]
+fn zones_zone_aware_routing_stays_local_as_far_as_the_rule_allows() {
+    let r = sim("zones", 10, &["p2c_least_in_flight", "peak_ewma"], Some(1));
+    for picker in ["p2c_least_in_flight", "peak_ewma"] {
+        let off = routed(&r, picker, "default");
+        let on = routed(&r, picker, "zone_aware");
+        let f = fleet_of(on);
+        let (cross, least) = (f.cross_zone.unwrap(), f.cross_zone_min.unwrap());
+        assert!(
+            (cross - least).abs() <= 0.02,
+            "{picker}: cross-zone {cross} against the least {least}:{}",
+            summary(&r)
+        );
+        assert!(
+            f.load_max_mean <= 1.25,
+            "{picker}: busiest endpoint {}× the mean:{}",
+            f.load_max_mean,
+            summary(&r)
+        );
+        assert!(
+            on.latency_ms.mean < off.latency_ms.mean,
+            "{picker}: zone-aware mean {} against {} off:{}",
+            on.latency_ms.mean,
+            off.latency_ms.mean,
+            summary(&r)
+        );
+    }
+}
+
+/// The goals hold for a load-aware picker that does not prefer fast
+/// endpoints (`p2c_least_in_flight`); `peak_ewma` concentrates on the fast
+/// members of each subset, so its load spread is wider in subsets than in
+/// the full mesh (README, "Running in a fleet").
+#[test]
+fn fleet_deterministic_subsets_spread_connections_evenly_at_full_mesh_cost() {
+    let picker = "p2c_least_in_flight";
+    let r = sim("fleet", 6, &[picker], Some(1));
+    let mesh = routed(&r, picker, "default");
+    let det = routed(&r, picker, "subset");
+    let rnd = routed(&r, picker, "random_subset");
+    let (fm, fd, fr) = (fleet_of(mesh), fleet_of(det), fleet_of(rnd));
+    assert!(fd.pairs_max_mean <= 1.05, "{fd:?}");
+    assert!(
+        fr.pairs_max_mean > fd.pairs_max_mean + 0.1,
+        "random subsets are less even: {fr:?} against {fd:?}"
+    );
+    // 1,000 balancers × 20 of 200 endpoints: 100 balancers per endpoint.
+    assert!(fd.pairs_mean <= 100.0, "{fd:?}");
+    assert!(
+        fd.load_max_mean <= fm.load_max_mean * 1.10,
+        "load per endpoint: {fd:?} against the mesh's {fm:?}"
+    );
+    assert!(
+        det.latency_ms.mean <= mesh.latency_ms.mean * 1.05,
+        "mean latency {} against the mesh's {}:{}",
+        det.latency_ms.mean,
+        mesh.latency_ms.mean,
+        summary(&r)
+    );
+}
+
+#[test]
+fn priority_failover_follows_envoys_rule() {
+    let r = sim("priority-failover", 110, &["round_robin"], Some(1));
+    let f = fleet_of(routed(&r, "round_robin", "default"));
+    assert!(f.phases.len() >= 5, "{:?}", f.phases);
+    for p in &f.phases {
+        let (planned, measured) = (f64::from(p.planned[1]), p.measured[1]);
+        if planned == 0.0 {
+            assert!(measured == 0.0, "P1 took traffic at {}: {p:?}", p.healthy);
+        } else {
+            assert!(
+                (measured - planned).abs() <= 2.0,
+                "P1 took {measured}% where the rule says {planned}%: {p:?}"
+            );
+        }
+    }
+    assert!(
+        f.phases
+            .iter()
+            .any(|p| p.planned[1] > 0 && p.planned[1] < 100),
+        "the run reaches a split: {:?}",
+        f.phases
+    );
+}

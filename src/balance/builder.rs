@@ -418,6 +418,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             labels: cfg.labels,
             observer,
             router,
+            ramps: Mutex::default(),
         });
         let members = cfg
             .endpoints

@@ -157,7 +157,8 @@ impl<K: Hash + Eq, S, P: Picker, C> Edit<'_, K, S, P, C> {
         let Some(i) = self.position(key) else {
             return false;
         };
-        self.members.remove(i);
+        let gone = self.members.remove(i);
+        self.shared.remember_ramp(&gone.state, self.now);
         self.changed = true;
         true
     }

@@ -77,7 +77,7 @@ pub(crate) use observe::{Built, Label, MakeObserver, Observe};
 pub(crate) use snapshot::{Entry, Member, Snapshot};
 
 use crate::classify::ErrIsFailure;
-use crate::endpoint::{Birth, EndpointMeta, EndpointState, Model};
+use crate::endpoint::{Birth, EndpointMeta, EndpointState, Model, RampMemory};
 use crate::health::Health;
 use crate::pick::hash::key_hash;
 use crate::pick::{PeakEwma, Picker};
@@ -196,6 +196,8 @@ pub(crate) struct Shared<K, S, P: Picker, C> {
     pub(crate) observer: Option<Arc<dyn Observe>>,
     /// The route step's settings and callers' distribution.
     pub(crate) router: Arc<Router>,
+    /// Ramp positions of removed endpoints (slow start's memory).
+    pub(crate) ramps: Mutex<RampMemory>,
 }
 
 impl<K, S, P: Picker, C> Shared<K, S, P, C> {
@@ -213,6 +215,15 @@ impl<K, S, P: Picker, C> Shared<K, S, P, C> {
         K: Hash,
     {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let key_hash = key_hash(key);
+        let ramp_start = match &self.model.slow_start {
+            Some(ss) if ramp => {
+                let now_ns = self.model.nanos(now);
+                let mut ramps = self.ramps.lock().unwrap_or_else(|e| e.into_inner());
+                Some(ramps.ramp_start(ss, key_hash, now_ns))
+            }
+            _ => None,
+        };
         let label: Box<str> = match &self.labels {
             Some(label) => label(key).into(),
             None => format!("endpoint-{id}").into(),
@@ -224,16 +235,26 @@ impl<K, S, P: Picker, C> Shared<K, S, P, C> {
         Arc::new_cyclic(|me| {
             let birth = Birth {
                 id,
-                key_hash: key_hash(key),
+                key_hash,
                 label,
                 weight,
                 meta,
-                ramp,
+                ramp_start,
                 breaker: self.health.breaker_for(me.clone()),
                 observer,
             };
             EndpointState::new(birth, &self.model, now)
         })
+    }
+
+    /// Keeps a removed endpoint's ramp position for slow start's memory.
+    pub(crate) fn remember_ramp(&self, state: &EndpointState, now: tokio::time::Instant) {
+        if let Some(ss) = &self.model.slow_start {
+            let now_ns = self.model.nanos(now);
+            let elapsed = state.ramp_elapsed_ns(now_ns);
+            let mut ramps = self.ramps.lock().unwrap_or_else(|e| e.into_inner());
+            ramps.forget_old_and_remember(ss, state.key_hash(), elapsed, now_ns);
+        }
     }
 
     /// Publishes a new endpoint set: the one place snapshots are swapped.

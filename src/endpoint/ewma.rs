@@ -23,6 +23,18 @@
 //! expensive, and an endpoint left alone is forgiven and probed again.
 //! A failed call never lowers the latency estimate (its sample is at least
 //! the current estimate), so a replica that fails in 1 ms does not look fast.
+//!
+//! **Recovery.** While an endpoint's last sample is a failure, its estimate
+//! and spread decay with the failure ratio's time constant (2 s by default,
+//! `Builder::failure_decay`) instead of the latency one (10 s): the failure
+//! penalty (1 s) fades in seconds, so a dead endpoint is probed again with
+//! one call every few seconds, and a revived one is back within about 5 s
+//! of answering (`tests/recovery.rs`: pools of 2 to 64, replicas of 200 µs
+//! to 200 ms). With the latency constant the penalty took 20 s to fade
+//! below a 50 ms peer, or longer than the test waited in a pool of 64. A
+//! success ends the fast decay; on a busy endpoint the next sample comes
+//! microseconds after a failure, where both constants give the same weight.
+//! The flag is the low bit of the sample's time stamp (1 ns of precision).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -30,7 +42,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub(crate) struct Ewma {
     /// High 32 bits: estimate (f32 ns); low 32 bits: spread (f32 ns).
     packed: AtomicU64,
-    /// Nanoseconds since the balancer's epoch at the last sample.
+    /// Nanoseconds since the balancer's epoch at the last sample, with the
+    /// low bit set when that sample was a failure.
     stamp: AtomicU64,
     /// Failure ratio in `[0, 1]`, as `f64` bits.
     failure: AtomicU64,
@@ -51,6 +64,20 @@ pub(crate) struct Reading {
     pub(crate) est: f64,
     pub(crate) spread: f64,
     pub(crate) failure: f64,
+}
+
+/// The stamp's low bit: the last sample was a failure.
+const FAILED: u64 = 1;
+
+/// The weight of the old estimate after `dt` since a sample whose stamp
+/// is `raw`: on the failure clock after a failure, else the latency one.
+#[inline(always)]
+fn idle_weight(raw: u64, dt: u64, rates: Rates) -> f64 {
+    if raw & FAILED == 0 {
+        decay(dt, rates.latency)
+    } else {
+        decay(dt, rates.failure)
+    }
 }
 
 /// Spread value marking an estimate that is still the default RTT.
@@ -118,7 +145,7 @@ impl Ewma {
     pub(crate) fn new(initial_ns: f64, now_ns: u64) -> Self {
         Self {
             packed: AtomicU64::new(pack(initial_ns, UNSAMPLED)),
-            stamp: AtomicU64::new(now_ns),
+            stamp: AtomicU64::new(now_ns & !FAILED),
             failure: AtomicU64::new(0f64.to_bits()),
         }
     }
@@ -131,12 +158,14 @@ impl Ewma {
         // one endpoint may both measure Δt from the same previous sample,
         // which only over-weights one of them a little. An uncontended RMW
         // costs as much as the rest of the update.
-        let prev = self.stamp.load(Ordering::Acquire);
-        if now_ns > prev {
-            self.stamp.store(now_ns, Ordering::Release);
+        let raw = self.stamp.load(Ordering::Acquire);
+        let prev = raw & !FAILED;
+        let stamp = (now_ns & !FAILED) | u64::from(failed);
+        if now_ns >= prev && stamp != raw {
+            self.stamp.store(stamp, Ordering::Release);
         }
         let dt = now_ns.saturating_sub(prev);
-        let w = decay(dt, rates.latency);
+        let w = idle_weight(raw, dt, rates);
         let wf = if failed || self.failure.load(Ordering::Relaxed) != 0 {
             decay(dt, rates.failure)
         } else {
@@ -199,10 +228,10 @@ impl Ewma {
     #[inline(always)]
     pub(crate) fn read(&self, now_ns: u64, rates: Rates) -> Reading {
         let (est, spread) = unpack(self.packed.load(Ordering::Acquire));
-        let stamp = self.stamp.load(Ordering::Acquire);
+        let raw = self.stamp.load(Ordering::Acquire);
         let failure = f64::from_bits(self.failure.load(Ordering::Relaxed));
-        let dt = now_ns.saturating_sub(stamp);
-        let w = decay(dt, rates.latency);
+        let dt = now_ns.saturating_sub(raw & !FAILED);
+        let w = idle_weight(raw, dt, rates);
         Reading {
             est: est * w,
             spread: spread.max(0.0) * w,

@@ -51,6 +51,7 @@ pub use limit::{
 };
 pub use meta::{EndpointMeta, Locality};
 pub use reported::ReportedLoad;
+pub(crate) use slow_start::RampMemory;
 pub use slow_start::SlowStart;
 pub use state::{EndpointState, Estimate};
 

@@ -91,8 +91,9 @@ pub(crate) struct Birth {
     pub(crate) label: Box<str>,
     pub(crate) weight: f64,
     pub(crate) meta: EndpointMeta,
-    /// Ramp its weight up (slow start), if the model has slow start.
-    pub(crate) ramp: bool,
+    /// Where its slow-start ramp starts (ns since the epoch; in the past
+    /// for an endpoint resuming a remembered ramp), if it ramps.
+    pub(crate) ramp_start: Option<u64>,
     pub(crate) breaker: Option<CircuitBreaker>,
     pub(crate) observer: Option<Box<dyn EndpointObserver>>,
 }
@@ -106,10 +107,9 @@ impl EndpointState {
                 latency: Ewma::new(model.default_rtt_ns, now_ns),
                 parallelism: Parallelism::new(),
                 weight: AtomicU64::new(birth.weight.to_bits()),
-                ramp_start: if birth.ramp && model.slow_start.is_some() {
-                    now_ns
-                } else {
-                    NO_RAMP
+                ramp_start: match birth.ramp_start {
+                    Some(start) if model.slow_start.is_some() => start.min(NO_RAMP - 1),
+                    _ => NO_RAMP,
                 },
                 requests: AtomicU64::new(0),
             },
@@ -176,6 +176,31 @@ impl EndpointState {
                 Some(ss) => w * ss.factor(now_ns.saturating_sub(start)),
                 None => w,
             },
+        }
+    }
+
+    /// The slow-start factor at `now_ns`, in `[0, 1]`: 1 when not ramping.
+    #[inline(always)]
+    pub(crate) fn ramp_ns(&self, now_ns: u64) -> f64 {
+        match self.hot.ramp_start {
+            NO_RAMP => 1.0,
+            start => self
+                .model
+                .slow_start
+                .as_ref()
+                .map_or(1.0, |ss| ss.factor(now_ns.saturating_sub(start))),
+        }
+    }
+
+    /// How far into its ramp this endpoint is at `now_ns` (the window when it
+    /// never ramped or has finished): what a re-insertion resumes from.
+    pub(crate) fn ramp_elapsed_ns(&self, now_ns: u64) -> u64 {
+        let Some(ss) = &self.model.slow_start else {
+            return 0;
+        };
+        match self.hot.ramp_start {
+            NO_RAMP => ss.window_ns(),
+            start => now_ns.saturating_sub(start).min(ss.window_ns()),
         }
     }
 

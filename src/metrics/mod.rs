@@ -35,9 +35,12 @@
 //!
 //! Every instrument carries `lb.name` (the name given to [`Metrics::new`])
 //! and `lb.algorithm` (the picker's [`name`](crate::pick::Picker::name));
-//! per-endpoint ones carry `lb.endpoint`, `lb.endpoint.zone` (its
+//! per-endpoint ones carry `lb.endpoint`, and for an endpoint with a zone
+//! or a priority other than 0, `lb.endpoint.zone` (its
 //! [locality](crate::endpoint::Locality)'s zone, `""` when unknown) and
-//! `lb.endpoint.priority` (its priority level). A metadata change
+//! `lb.endpoint.priority` (its priority level); unplaced endpoints carry
+//! neither, which keeps the per-request histogram's attribute set small
+//! (Prometheus reads the absent zone label as `""`). A metadata change
 //! ([`Handle::set_meta`](crate::Handle::set_meta), discovery) moves the
 //! endpoint's series to the new zone and priority. The breaker instruments appear
 //! when the balancer has [circuit breakers](crate::Balance), the ejection

@@ -45,4 +45,25 @@ mod tests {
         // Candidates are distinct when possible, so the idle one always wins.
         assert_eq!(counts[1], 1000, "{counts:?}");
     }
+
+    /// Eight endpoints with 0..=7 calls in flight: a full scan would always
+    /// take endpoint 0; two distinct random candidates take endpoint `k`
+    /// exactly when the other candidate is busier, with probability
+    /// `(7 − k) / 28`, and never the busiest.
+    #[test]
+    fn two_choices_over_eight_endpoints() {
+        let f = Fixture::new(&[1.0; 8]);
+        let _guards: Vec<_> = (0..8)
+            .flat_map(|k| (0..k).map(move |_| k))
+            .map(|k| f.states[k].try_acquire(None).unwrap())
+            .collect();
+        let n = 28_000;
+        let counts = f.counts(&P2cLeastInFlight, n);
+        for (k, &c) in counts.iter().enumerate() {
+            let share = c as f64 / n as f64;
+            let expected = (7 - k) as f64 / 28.0;
+            assert!((share - expected).abs() < 0.015, "{k}: {counts:?}");
+        }
+        assert_eq!(counts[7], 0, "{counts:?}");
+    }
 }

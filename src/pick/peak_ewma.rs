@@ -57,7 +57,13 @@ const MIN_SUCCESS: f64 = 0.01;
 /// [`learn_parallelism(false)`](Self::learn_parallelism) restores `p = 1`.
 ///
 /// `PeakEwma::classic()` (`choices = 2`, `k = 0`, `p = 1`) is tower's and
-/// Finagle's formula, kept for comparison.
+/// Finagle's cost `est · (in_flight + 1)` over two random candidates, kept
+/// for comparison, with two differences that only show when they apply: it
+/// still divides by `weight · (1 − f)²` (1 for equal weights and no
+/// failures; tower has neither weights nor a failure term), and a failure
+/// still leaves a penalty sample in `est` (tower counts a failed call's
+/// latency like any other). `tests/peak_ewma.rs` checks every pick of a
+/// run against the classic cost.
 ///
 /// # Server-reported utilization
 ///
@@ -115,7 +121,9 @@ impl PeakEwma {
         Self::default()
     }
 
-    /// Classic two-choice peak-EWMA (tower, Finagle): `choices = 2`, no spread term.
+    /// Classic two-choice peak-EWMA (tower, Finagle): `choices = 2`, no
+    /// spread term, no learned parallelism. Weights and the failure term
+    /// still apply; see the type's docs for exactly how it differs.
     pub fn classic() -> Self {
         Self {
             choices: 2,

@@ -107,6 +107,23 @@ impl<'a, T> Pool<'a, T> {
         self.states[i].effective_weight_ns(self.now_ns)
     }
 
+    /// Endpoint `i`'s slow-start factor now, in `[0, 1]` (1 when it is not
+    /// ramping): its weight after slow start over its configured weight.
+    #[inline(always)]
+    pub fn ramp(&self, i: usize) -> f64 {
+        self.states[i].ramp_ns(self.now_ns)
+    }
+
+    /// Whether a turn or draw of endpoint `i` stands under slow start: always
+    /// when it is not ramping, else with probability [`ramp`](Self::ramp).
+    /// Pickers that choose by configured weight (tables, alias draws) skip
+    /// a turn this refuses, so shares follow the ramped weight.
+    #[inline(always)]
+    pub fn ramp_admits(&self, i: usize) -> bool {
+        let f = self.ramp(i);
+        f >= 1.0 || (self.random() >> 11) as f64 * (1.0 / (1u64 << 53) as f64) < f
+    }
+
     /// Endpoint `i`'s latency estimate, decayed to the time of this pick.
     #[inline(always)]
     pub fn estimate(&self, i: usize) -> Estimate {

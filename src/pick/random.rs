@@ -4,10 +4,15 @@ use super::{Pick, Picker, Pool};
 use crate::endpoint::EndpointState;
 
 /// How many weighted draws to try before scanning for any available endpoint.
-const DRAWS: usize = 4;
+const DRAWS: usize = 16;
 
 /// Weighted random: each endpoint is drawn with probability proportional to
 /// its weight, in O(1) (alias table), regardless of load.
+///
+/// Slow start: a draw of a ramping endpoint stands with probability equal
+/// to its ramp factor and is drawn again otherwise, so shares follow the
+/// ramped weight (see [`SlowStart`](crate::SlowStart)). Up to 16 draws;
+/// then the first available endpoint drawn, then a scan.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Random;
 
@@ -31,10 +36,17 @@ impl<Req> Pick<Req> for Random {
         if cx.is_empty() {
             return None;
         }
-        (0..DRAWS)
-            .map(|_| cx.sample())
-            .find(|&i| cx.is_available(i))
-            .or_else(|| cx.next_available(cx.random_index()))
+        let mut available = None;
+        for _ in 0..DRAWS {
+            let i = cx.sample();
+            if cx.is_available(i) {
+                if cx.ramp_admits(i) {
+                    return Some(i);
+                }
+                available.get_or_insert(i);
+            }
+        }
+        available.or_else(|| cx.next_available(cx.random_index()))
     }
 }
 

@@ -54,7 +54,7 @@ impl Fixture {
                     label: format!("e{i}").into(),
                     weight: w,
                     meta: EndpointMeta::default(),
-                    ramp: false,
+                    ramp_start: None,
                     breaker: None,
                     observer: None,
                 };

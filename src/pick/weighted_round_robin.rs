@@ -19,6 +19,10 @@ const MAX_SCHEDULE: u64 = 1 << 20;
 /// endpoint-set snapshot (stride scheduling: each endpoint advances by
 /// `1/weight`, the smallest virtual time goes next) and then picks with one
 /// atomic increment: O(1), lock-free.
+///
+/// Slow start: a ramping endpoint's turn stands with probability equal to
+/// its ramp factor and passes to the next turn otherwise, so its share
+/// follows `weight · factor` (see [`SlowStart`](crate::SlowStart)).
 #[derive(Debug, Default)]
 pub struct WeightedRoundRobin {
     next: AtomicUsize,
@@ -112,14 +116,27 @@ impl<Req> Pick<Req> for WeightedRoundRobin {
         if seq.is_empty() || cx.is_empty() {
             return None;
         }
-        let pos = self.next.fetch_add(1, Ordering::Relaxed);
         // Follow the schedule past unavailable endpoints for a while, then
-        // fall back to any available endpoint.
-        for k in 0..seq.len().min(2 * cx.len() + 8) {
-            let i = seq[(pos + k) % seq.len()] as usize;
+        // fall back to any available endpoint. A ramping endpoint's turn
+        // stands with probability its ramp factor; a refused turn is used
+        // up (the next pick's position is taken), so the others keep their
+        // proportions.
+        let mut slot = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut refused = None;
+        for _ in 0..seq.len().min(2 * cx.len() + 8) {
+            let i = seq[slot % seq.len()] as usize;
             if i < cx.len() && cx.is_available(i) {
-                return Some(i);
+                if cx.ramp_admits(i) {
+                    return Some(i);
+                }
+                refused.get_or_insert(i);
+                slot = self.next.fetch_add(1, Ordering::Relaxed);
+            } else {
+                slot = slot.wrapping_add(1);
             }
+        }
+        if refused.is_some() {
+            return refused;
         }
         cx.next_available(0)
     }

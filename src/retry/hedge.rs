@@ -27,15 +27,19 @@ pub const DEFAULT_HEDGE_MAX_DELAY: Duration = Duration::from_secs(1);
 /// fewer than 20 samples is just the maximum).
 pub const DEFAULT_HEDGE_MIN_SAMPLES: usize = 20;
 
-/// Latency samples kept: the last 128 attempts that answered well or were
-/// cut short. A ring of atomics is lock-free to write and recent by
-/// construction; an `hdrhistogram` would need a lock and rotating windows to
+/// Latency samples kept: the last 1,024 attempts that answered well or were
+/// cut short. The p95 of 1,024 samples moves by about ±0.7 percentage points
+/// of probability from one window to the next (128 moved ±2 points: ±20%
+/// of the delay on a long tail, `tests/retry.rs`
+/// `percentile_hedge_delay_stays_at_the_true_p95`). A ring of atomics is
+/// lock-free to write and recent by construction; an `hdrhistogram` would need a lock and rotating windows to
 /// forget old latency, and could not hold cut-short (censored) samples.
-pub const HEDGE_WINDOW: usize = 128;
+pub const HEDGE_WINDOW: usize = 1024;
 
-/// The percentile is recomputed every this many samples (an O(HEDGE_WINDOW)
-/// selection), not per request.
-const REFRESH: u64 = 16;
+/// The percentile is recomputed every this many samples (a sort of the
+/// window, about 10 µs for 1,024), not per request: well under 1 µs per
+/// request amortised.
+const REFRESH: u64 = 64;
 
 /// When to send the hedge, for [`Builder::hedge`](super::Builder::hedge).
 ///
@@ -157,7 +161,7 @@ impl Hedge {
             return Err(ConfigError::new(
                 "hedge.min_samples",
                 self.min_samples,
-                "within 1 ..= 128 (the window size)",
+                "within 1 ..= 1024 (the window size)",
             ));
         }
         Ok(self)
@@ -276,7 +280,7 @@ mod tests {
             h.record(Duration::from_millis(ms));
         }
         assert_eq!(h.delay(), Duration::from_millis(18));
-        // The window forgets: 128 samples of 5 ms replace the old ones.
+        // The window forgets: a window of 5 ms samples replaces the old ones.
         for _ in 0..HEDGE_WINDOW {
             h.record(Duration::from_millis(5));
         }

@@ -124,6 +124,13 @@ impl<R, C> RetryLayer<R, C> {
     pub fn budget(&self) -> &Arc<Budget> {
         &self.shared.budget
     }
+
+    /// The delay after which a request is hedged now, with hedging on: the
+    /// fixed delay, or the percentile's current estimate (its bounds before
+    /// enough samples).
+    pub fn hedge_delay(&self) -> Option<Duration> {
+        self.shared.hedge.as_ref().map(Hedger::delay)
+    }
 }
 
 impl<S, R, C: ClassifyWith<S>> Layer<S> for RetryLayer<R, C> {

@@ -1,0 +1,136 @@
+//! A replica that failed and recovers gets traffic back within seconds,
+//! under every latency-aware picker, in pools of 2 to 64 endpoints, while a
+//! dead one is only probed (paused clock).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tower::util::BoxCloneSyncService;
+use tower::{Service, ServiceExt, service_fn};
+use tower_lb::Balance;
+use tower_lb::pick::{self, Picker};
+
+type Svc = BoxCloneSyncService<(), &'static str, std::io::Error>;
+
+/// A replica answering in `latency`, or failing in 1 ms while `dead`.
+fn replica(name: &'static str, latency: Duration, dead: Option<Arc<AtomicBool>>) -> Svc {
+    BoxCloneSyncService::new(service_fn(move |()| {
+        let failing = dead.as_ref().is_some_and(|d| d.load(Ordering::Relaxed));
+        async move {
+            if failing {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                return Err(std::io::Error::other("down"));
+            }
+            tokio::time::sleep(latency).await;
+            Ok(name)
+        }
+    }))
+}
+
+/// What happened to the endpoint that died at 0 s and revived at `DOWN`:
+/// calls it took while dead, and how long after reviving its first answer
+/// came.
+struct Recovery {
+    dead_calls: u64,
+    back_after: Option<Duration>,
+}
+
+const DOWN: Duration = Duration::from_secs(30);
+
+async fn recovery<P>(picker: P, pool: usize, speed: Duration) -> Recovery
+where
+    P: Picker + pick::Pick<()> + Clone + Send + Sync + 'static,
+    P::Table: Send + Sync,
+{
+    let dead = Arc::new(AtomicBool::new(true));
+    let mut b = Balance::builder()
+        .picker(picker)
+        .seed(11)
+        .endpoint(0, replica("revived", speed, Some(dead.clone())));
+    for i in 1..pool {
+        b = b.endpoint(i, replica("peer", Duration::from_millis(50), None));
+    }
+    let lb = b.build().unwrap();
+    let start = Instant::now();
+    let dead_calls = Arc::new(AtomicU64::new(0));
+    let back = Arc::new(AtomicU64::new(u64::MAX));
+    let mut users = JoinSet::new();
+    for _ in 0..(2 * pool).max(4) {
+        let (mut lb, dead, dead_calls, back) =
+            (lb.clone(), dead.clone(), dead_calls.clone(), back.clone());
+        users.spawn(async move {
+            while start.elapsed() < DOWN + Duration::from_secs(20) {
+                let was_dead = dead.load(Ordering::Relaxed);
+                match lb.ready().await.unwrap().call(()).await {
+                    Err(_) if was_dead => {
+                        dead_calls.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok("revived") => {
+                        let at = start.elapsed().saturating_sub(DOWN).as_nanos() as u64;
+                        back.fetch_min(at, Ordering::Relaxed);
+                    }
+                    _ => {}
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+    }
+    tokio::time::sleep(DOWN).await;
+    dead.store(false, Ordering::Relaxed);
+    while users.join_next().await.is_some() {}
+    let back = back.load(Ordering::Relaxed);
+    Recovery {
+        dead_calls: dead_calls.load(Ordering::Relaxed),
+        back_after: (back != u64::MAX).then(|| Duration::from_nanos(back)),
+    }
+}
+
+/// `max_dead_calls`: calls the dead endpoint may take over its 30 s.
+async fn every_pool_and_speed<P>(picker: P, max_dead_calls: impl Fn(usize) -> u64)
+where
+    P: Picker + pick::Pick<()> + Clone + Send + Sync + 'static,
+    P::Table: Send + Sync,
+{
+    let name = picker.name();
+    let mut report = String::new();
+    let mut worst = Duration::ZERO;
+    for pool in [2, 3, 8, 64] {
+        for speed in [
+            Duration::from_micros(200),
+            Duration::from_millis(50),
+            Duration::from_millis(200),
+        ] {
+            let r = recovery(picker.clone(), pool, speed).await;
+            report.push_str(&format!(
+                "\n{name} pool {pool} speed {speed:?}: back after {:?}, {} calls while dead",
+                r.back_after, r.dead_calls
+            ));
+            worst = worst.max(r.back_after.unwrap_or(Duration::MAX));
+            // Probed, not attracted.
+            assert!(r.dead_calls <= max_dead_calls(pool), "{report}");
+        }
+    }
+    assert!(worst <= Duration::from_secs(5), "{report}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn peak_ewma_takes_a_revived_replica_back_within_5_s() {
+    // About one probe every 4 s: the penalty fades on the failure clock.
+    every_pool_and_speed(pick::PeakEwma::default(), |_| 12).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn p2c_peak_ewma_takes_a_revived_replica_back_within_5_s() {
+    every_pool_and_speed(pick::PeakEwma::classic(), |_| 15).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn least_response_time_takes_a_revived_replica_back_within_5_s() {
+    // The naive picker sends every user to the cheapest endpoint, the dead
+    // one included once its penalty has faded: a herd of probes, each
+    // bounded by the 1 ms it takes to fail (kept for comparison).
+    every_pool_and_speed(pick::LeastResponseTime::new(), |pool| 10 * pool as u64).await;
+}
