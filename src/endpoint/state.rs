@@ -37,7 +37,7 @@ pub struct Estimate {
 #[repr(C)]
 pub struct EndpointState {
     /// Everything a pick reads and a response writes, in one cache line.
-    hot: Hot,
+    pub(super) hot: Hot,
     id: u64,
     key_hash: u64,
     /// How events and metrics name the endpoint.
@@ -69,18 +69,18 @@ pub struct EndpointState {
 /// endpoints bounce one line per endpoint rather than two or three.
 #[derive(Debug)]
 #[repr(C, align(64))]
-struct Hot {
+pub(super) struct Hot {
     in_flight: AtomicUsize,
     latency: Ewma,
     parallelism: Parallelism,
     weight: AtomicU64,
     /// Start of this endpoint's slow-start ramp (ns since epoch);
-    /// `NO_RAMP` when it has none.
-    ramp_start: u64,
+    /// `NO_RAMP` when it has none (read in `slow_start.rs`).
+    pub(super) ramp_start: u64,
     requests: AtomicU64,
 }
 
-const NO_RAMP: u64 = u64::MAX;
+pub(super) const NO_RAMP: u64 = u64::MAX;
 
 const _: () = assert!(std::mem::size_of::<Hot>() == 64);
 
@@ -163,50 +163,6 @@ impl EndpointState {
 
     pub(crate) fn set_weight(&self, w: f64) {
         self.hot.weight.store(w.to_bits(), Ordering::Relaxed);
-    }
-
-    /// The weight after slow start, at `now_ns` (ns since the balancer's epoch).
-    #[inline(always)]
-    pub(crate) fn effective_weight_ns(&self, now_ns: u64) -> f64 {
-        let w = self.weight();
-        // `ramp_start` is only set when the model has slow start.
-        match self.hot.ramp_start {
-            NO_RAMP => w,
-            start => match &self.model.slow_start {
-                Some(ss) => w * ss.factor(now_ns.saturating_sub(start)),
-                None => w,
-            },
-        }
-    }
-
-    /// The slow-start factor at `now_ns`, in `[0, 1]`: 1 when not ramping.
-    #[inline(always)]
-    pub(crate) fn ramp_ns(&self, now_ns: u64) -> f64 {
-        match self.hot.ramp_start {
-            NO_RAMP => 1.0,
-            start => self
-                .model
-                .slow_start
-                .as_ref()
-                .map_or(1.0, |ss| ss.factor(now_ns.saturating_sub(start))),
-        }
-    }
-
-    /// How far into its ramp this endpoint is at `now_ns` (the window when it
-    /// never ramped or has finished): what a re-insertion resumes from.
-    pub(crate) fn ramp_elapsed_ns(&self, now_ns: u64) -> u64 {
-        let Some(ss) = &self.model.slow_start else {
-            return 0;
-        };
-        match self.hot.ramp_start {
-            NO_RAMP => ss.window_ns(),
-            start => now_ns.saturating_sub(start).min(ss.window_ns()),
-        }
-    }
-
-    /// The weight after slow start, at `now`.
-    pub fn effective_weight(&self, now: Instant) -> f64 {
-        self.effective_weight_ns(self.model.nanos(now))
     }
 
     /// [`estimate`](Self::estimate) at `now_ns`, with the model's rates at

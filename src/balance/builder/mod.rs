@@ -2,29 +2,24 @@
 
 use std::collections::HashSet;
 use std::hash::Hash;
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
-use tokio::time::Instant;
-
 use super::load::LoadSettings;
-use super::{Balance, Built, Entry, Label, MakeObserver, Member, Shared, Snapshot};
+use super::{Balance, Label, MakeObserver};
 use crate::breaker::CircuitBreakerConfig;
 use crate::classify::ErrIsFailure;
 use crate::endpoint::{
-    Cap, DEFAULT_DECAY, DEFAULT_FAILURE_DECAY, DEFAULT_FAILURE_PENALTY, DEFAULT_RTT, EndpointMeta,
-    Model, Rates, SlowStart,
+    DEFAULT_DECAY, DEFAULT_FAILURE_DECAY, DEFAULT_FAILURE_PENALTY, DEFAULT_RTT, EndpointMeta,
+    SlowStart,
 };
 use crate::error::{ConfigError, check_bounded, check_positive, check_weight};
-use crate::health::{
-    DEFAULT_PANIC_THRESHOLD, Events, Health, HealthEvent, PanicMode, Settings as HealthSettings,
-};
+use crate::health::{DEFAULT_PANIC_THRESHOLD, HealthEvent, PanicMode};
 use crate::outlier::OutlierDetection;
 use crate::pick::{PeakEwma, Picker};
-use crate::rng::RngSource;
-use crate::route::{Panic as RoutePanic, Router, Routing};
+use crate::route::Routing;
+
+mod assemble;
 
 /// The name of a balancer that was not given one.
 pub const DEFAULT_NAME: &str = "balance";
@@ -356,80 +351,6 @@ impl<K, S, P, C> Builder<K, S, P, C> {
                 observer: c.observer.clone(),
             },
         }
-    }
-
-    /// Builds the balancer from a validated configuration.
-    pub(crate) fn assemble(self) -> Balance<K, S, P, C>
-    where
-        K: Hash,
-        P: Picker,
-    {
-        let cfg = self.cfg;
-        let now = Instant::now();
-        let name = cfg.name.unwrap_or_else(|| Arc::from(DEFAULT_NAME));
-        let health = Arc::new(Health::new(HealthSettings {
-            breaker: cfg.breaker,
-            outlier: cfg.outlier,
-            panic_threshold: cfg.panic_threshold,
-            panic_mode: cfg.panic_mode,
-            events: Events {
-                balancer: Arc::clone(&name),
-                hook: cfg.hook,
-            },
-            seed: cfg.seed,
-        }));
-        let model = Arc::new(Model {
-            epoch: now,
-            rates: Rates {
-                latency: 1.0 / cfg.decay.as_nanos() as f64,
-                failure: 1.0 / cfg.failure_decay.as_nanos() as f64,
-            },
-            default_rtt_ns: cfg.default_rtt.as_nanos() as f64,
-            penalty_ns: cfg.failure_penalty.as_nanos() as f64,
-            slow_start: cfg.slow_start,
-            report_expiry_ns: crate::time::nanos(cfg.load.report_expiry),
-            adaptive: cfg.load.adaptive,
-            judge: Arc::clone(&health) as _,
-        });
-        let observer = cfg.observer.map(|make| {
-            make(&Built {
-                algorithm: self.picker.name(),
-                health: &health,
-            })
-        });
-        let router = Arc::new(Router::new(
-            cfg.routing,
-            RoutePanic {
-                threshold: cfg.panic_threshold,
-                mode: cfg.panic_mode,
-            },
-        ));
-        let shared = Arc::new(Shared {
-            set: ArcSwap::from_pointee(Snapshot::new(&self.picker, &router, Vec::new())),
-            picker: self.picker,
-            classify: self.classify,
-            writer: Mutex::new(()),
-            model,
-            health,
-            rng: RngSource::new(cfg.seed),
-            cap: Cap::new(cfg.cap, cfg.load.adaptive.is_some()),
-            timeout: cfg.timeout,
-            next_id: AtomicU64::new(0),
-            labels: cfg.labels,
-            observer,
-            router,
-            ramps: Mutex::default(),
-        });
-        let members = cfg
-            .endpoints
-            .into_iter()
-            .map(|(key, service, w, meta)| Member {
-                state: shared.new_endpoint(&key, w, meta, now, false),
-                entry: Arc::new(Entry { key, service }),
-            })
-            .collect();
-        shared.publish(members);
-        Balance::from_shared(shared)
     }
 }
 
