@@ -87,9 +87,9 @@ impl Observe for BalanceMetrics {
             &self.attrs,
             label,
             meta,
+            &self.duration,
         )));
         let recorder = Recorder {
-            duration: self.duration.clone(),
             attrs: Arc::clone(&attrs),
         };
         self.born
@@ -110,7 +110,12 @@ impl Observe for BalanceMetrics {
         for (s, slot) in &pool {
             let meta = s.meta();
             if slot.load().placement != placement(&meta) {
-                slot.store(Arc::new(EndpointAttrs::new(&self.attrs, s.label(), &meta)));
+                slot.store(Arc::new(EndpointAttrs::new(
+                    &self.attrs,
+                    s.label(),
+                    &meta,
+                    &self.duration,
+                )));
             }
         }
         born.retain(|id, _| members.iter().any(|s| s.id() == *id));

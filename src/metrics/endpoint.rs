@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::Histogram;
+use opentelemetry::metrics::{BoundHistogram, Histogram};
 
 use arc_swap::ArcSwap;
 
@@ -36,6 +36,8 @@ pub(crate) struct EndpointAttrs {
     pub(crate) base: Box<[KeyValue]>,
     /// `base` + `outcome`: success, failure.
     pub(crate) outcome: [Box<[KeyValue]>; 2],
+    /// `lb.request.duration` bound to the two `outcome` sets.
+    pub(crate) durations: [BoundHistogram<f64>; 2],
     /// `base` + `state`, in the order of [`HEALTH_STATES`].
     pub(crate) health: [Box<[KeyValue]>; HEALTH_STATES.len()],
     /// `base` + `state`, in the order of [`State::ALL`].
@@ -53,7 +55,12 @@ impl EndpointAttrs {
     /// per-request histogram about 10% (`benches/balance.rs`, `metrics/on`)
     /// for users who do not place their endpoints. Prometheus reads an
     /// absent label as empty, so `lb_endpoint_zone=""` still selects them.
-    pub(crate) fn new(balancer: &[KeyValue], endpoint: &str, meta: &EndpointMeta) -> Self {
+    pub(crate) fn new(
+        balancer: &[KeyValue],
+        endpoint: &str,
+        meta: &EndpointMeta,
+        duration: &Histogram<f64>,
+    ) -> Self {
         let placement = placement(meta);
         let mut base = balancer.to_vec();
         base.push(KeyValue::new("lb.endpoint", endpoint.to_string()));
@@ -69,8 +76,10 @@ impl EndpointAttrs {
             v.push(KeyValue::new(key, value));
             v.into_boxed_slice()
         };
+        let outcome = [with("outcome", "success"), with("outcome", "failure")];
         Self {
-            outcome: [with("outcome", "success"), with("outcome", "failure")],
+            durations: [duration.bind(&outcome[0]), duration.bind(&outcome[1])],
+            outcome,
             health: HEALTH_STATES.map(|s| with("state", s)),
             breaker: State::ALL.map(|s| with("state", s.as_str())),
             ejection: EjectionReason::ALL.map(|r| with("reason", r.as_str())),
@@ -90,10 +99,16 @@ pub(crate) type Slot = ArcSwap<EndpointAttrs>;
 
 /// Records `lb.request.duration` for one endpoint: the only per-request
 /// measurement. Lives in the endpoint's state.
+///
+/// The histogram is bound to the endpoint's two outcome sets when they are
+/// built (OpenTelemetry's bound instruments): a record is one atomic
+/// update of the SDK's buckets. Unbound, the SDK hashes the five or seven
+/// attributes with SipHash and compares them on every record, which made
+/// metrics on 1.9-2.0x metrics off per request (`benches/balance.rs`,
+/// `metrics/on`); bound, see the bench's figures in the README.
 #[derive(Debug)]
 pub(crate) struct Recorder {
-    pub(crate) duration: Histogram<f64>,
-    /// The endpoint's attribute sets (the `outcome` ones are used here).
+    /// The endpoint's attribute sets and their bound histograms.
     pub(crate) attrs: std::sync::Arc<Slot>,
 }
 
@@ -107,8 +122,6 @@ impl EndpointObserver for Recorder {
             Outcome::Failure(_) => 1,
             Outcome::Ignore => return,
         };
-        let attrs = self.attrs.load();
-        self.duration
-            .record(latency.as_secs_f64(), &attrs.outcome[i]);
+        self.attrs.load().durations[i].record(latency.as_secs_f64());
     }
 }
