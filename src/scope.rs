@@ -1,6 +1,6 @@
 //! Per-call hints between a layer above [`Balance`](crate::Balance) and the
-//! balancer: which endpoints to avoid, which one was picked, and whether a
-//! call being dropped was timed out.
+//! balancer: which endpoints to avoid, which one was picked, whether a
+//! call being dropped was timed out, and what time it is.
 //!
 //! A retry must not return to an endpoint it already tried while another is
 //! available. Carrying the tried set in the request's extensions would work
@@ -25,6 +25,8 @@
 //! rather than an abandoned one.
 
 use std::cell::Cell;
+
+use tokio::time::Instant;
 
 /// Most endpoints one call can ask to avoid.
 pub const MAX_AVOID: usize = 8;
@@ -65,6 +67,39 @@ pub fn timed_out<R>(f: impl FnOnce() -> R) -> R {
 #[inline]
 pub(crate) fn dropping_timed_out() -> bool {
     TIMING_OUT.with(Cell::get)
+}
+
+thread_local! {
+    /// The time a layer above read for the call or poll it is making into
+    /// the balancer on this thread (see [`at`]).
+    static NOW: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// Runs `f` (a call or poll into a `Balance`, directly or through
+/// synchronous layers) with `now` as the time the balancer reads.
+///
+/// The retry layer reads the clock for its own deadlines and latencies at
+/// each call and poll; without the hint the balancer would read it again
+/// for the same instant. On a VM a clock read costs 25-40 ns, and the
+/// whole stack read it five times per request (`benches/balance.rs`,
+/// `stack`). The reading precedes the inner call or poll by the time the
+/// layers in between take, which both latencies then share.
+#[inline]
+pub(crate) fn at<R>(now: Instant, f: impl FnOnce() -> R) -> R {
+    struct Reset(Option<Instant>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            NOW.with(|n| n.set(self.0));
+        }
+    }
+    let _reset = Reset(NOW.with(|n| n.replace(Some(now))));
+    f()
+}
+
+/// The time: the enclosing layer's reading (see [`at`]), else the clock's.
+#[inline]
+pub(crate) fn now() -> Instant {
+    NOW.with(Cell::get).unwrap_or_else(Instant::now)
 }
 
 #[derive(Clone, Copy)]
@@ -166,4 +201,28 @@ pub(crate) fn report_pick(id: u64) {
             s.set(Some(scope));
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reading_holds_inside_its_scope_only() {
+        let t = Instant::now();
+        tokio::time::advance(Duration::from_secs(5)).await;
+        let (inner, nested) = at(t, || {
+            let nested = at(t + Duration::from_secs(1), now);
+            (now(), nested)
+        });
+        assert_eq!(inner, t, "the outer reading, restored after the nested one");
+        assert_eq!(nested, t + Duration::from_secs(1));
+        assert_eq!(now(), t + Duration::from_secs(5), "the clock outside");
+        // Restored on unwind as well.
+        let caught = std::panic::catch_unwind(|| at(t, || panic!("inner call panics")));
+        assert!(caught.is_err());
+        assert_eq!(now(), t + Duration::from_secs(5));
+    }
 }

@@ -39,7 +39,7 @@ where
     fn call(&mut self, req: Req) -> Self::Future {
         let shared = &*self.shared;
         let snap = &**self.snapshot.load();
-        let now = Instant::now();
+        let now = scope::now();
         let timer = shared.observer.as_ref().and_then(|o| o.pick_started());
         let picked = shared.dispatch(snap, &req, now);
         if let (Some(o), Some(start)) = (&shared.observer, timer) {

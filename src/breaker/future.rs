@@ -73,7 +73,7 @@ where
             } => {
                 let res = ready!(fut.poll(cx));
                 if let Some(permit) = permit.take() {
-                    let now = Instant::now();
+                    let now = crate::scope::now();
                     let latency = now.saturating_duration_since(*start);
                     permit.record(classify.classify(res.as_ref(), latency), latency, now);
                 }

@@ -3,7 +3,6 @@
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use tokio::time::Instant;
 use tower_service::Service;
 
 use super::future::ResponseFuture;
@@ -82,10 +81,13 @@ where
     }
 
     fn call(&mut self, req: Req) -> Self::Future {
-        let now = Instant::now();
+        // A retry layer above has read the clock already; the balancer
+        // below reads this reading.
+        let now = crate::scope::now();
         match self.breaker.try_acquire_owned(now) {
             Ok(permit) => {
-                ResponseFuture::called(self.inner.call(req), permit, now, self.classify.clone())
+                let fut = crate::scope::at(now, || self.inner.call(req));
+                ResponseFuture::called(fut, permit, now, self.classify.clone())
             }
             Err(open) => ResponseFuture::refused(open),
         }

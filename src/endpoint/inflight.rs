@@ -124,7 +124,7 @@ impl InFlight {
     /// The time now, in ns since the epoch, and the call's latency so far.
     #[inline]
     pub(crate) fn elapsed(&self) -> (Instant, u64, Duration) {
-        let now = Instant::now();
+        let now = crate::scope::now();
         let now_ns = self.state.model.nanos(now);
         (
             now,

@@ -171,7 +171,7 @@ where
         let SlotProj::Running { fut, start, until } = self.as_mut().project() else {
             return SlotPoll::Idle;
         };
-        let polled = match fut.poll(cx) {
+        let polled = match crate::scope::at(now, || fut.poll(cx)) {
             Poll::Ready(res) => SlotPoll::Done(res, now.saturating_duration_since(*start)),
             Poll::Pending if until.is_some_and(|u| now >= u) => {
                 self.time_out(now, hedger);

@@ -133,8 +133,15 @@ impl Budget {
 
     /// Records a request: adds `ratio` of a retry to the budget.
     pub fn deposit(&self) {
+        self.deposit_at(Instant::now());
+    }
+
+    /// [`deposit`](Self::deposit) at `now` (the retry layer's reading).
+    pub(crate) fn deposit_at(&self, now: Instant) {
         let deposit = self.deposit;
-        self.with_window(|w, slot| w.slots[slot] = w.slots[slot].saturating_add(deposit));
+        self.with_window_at(now, |w, slot| {
+            w.slots[slot] = w.slots[slot].saturating_add(deposit)
+        });
     }
 
     /// Takes one retry from the budget; `false` (and nothing taken) if the
@@ -176,8 +183,13 @@ impl Budget {
 
     /// Runs `f` on the window, rotated to now, and the current slot.
     fn with_window<T>(&self, f: impl FnOnce(&mut Window, usize) -> T) -> T {
-        let now = Instant::now().saturating_duration_since(self.epoch);
-        let idx = (now.as_nanos() / u128::from(self.bucket_ns)) as u64;
+        self.with_window_at(Instant::now(), f)
+    }
+
+    /// [`with_window`](Self::with_window) at `now`.
+    fn with_window_at<T>(&self, now: Instant, f: impl FnOnce(&mut Window, usize) -> T) -> T {
+        let since = crate::time::nanos(now.saturating_duration_since(self.epoch));
+        let idx = since / self.bucket_ns;
         // Nothing here can panic, so a poisoned lock still holds sound data.
         let mut w = self.window.lock().unwrap_or_else(|e| e.into_inner());
         if idx > w.head {

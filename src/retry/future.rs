@@ -18,7 +18,7 @@ use super::replay::Replay;
 use super::stats::bump;
 use crate::balance::MAX_AVOID;
 use crate::classify::{Advice, Classify, Outcome};
-use crate::scope::scoped;
+use crate::scope::{self, scoped};
 use crate::time::after;
 
 pin_project! {
@@ -218,10 +218,9 @@ where
                                         && shared.withdraw()
                                     {
                                         let service = &mut *this.service;
+                                        let tried = &this.tried.ids[..this.tried.len];
                                         let (fut, seen) =
-                                            scoped(&this.tried.ids[..this.tried.len], || {
-                                                service.call(req)
-                                            });
+                                            scope::at(now, || scoped(tried, || service.call(req)));
                                         this.tried.record(seen, &shared.stats);
                                         *this.attempts += 1;
                                         *this.hedges_sent += 1;
@@ -322,8 +321,8 @@ where
                             }));
                         };
                         let service = &mut *this.service;
-                        let (fut, seen) =
-                            scoped(&this.tried.ids[..this.tried.len], || service.call(req));
+                        let tried = &this.tried.ids[..this.tried.len];
+                        let (fut, seen) = scope::at(now, || scoped(tried, || service.call(req)));
                         this.tried.record(seen, &shared.stats);
                         *this.attempts += 1;
                         *this.retries += 1;

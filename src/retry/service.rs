@@ -84,7 +84,8 @@ where
     fn call(&mut self, req: Req) -> Self::Future {
         let shared = &self.shared;
         bump(&shared.stats.requests);
-        shared.budget.deposit();
+        let now = Instant::now();
+        shared.budget.deposit_at(now);
         let own_deadline = shared.replay.deadline(&req);
         let (req, kept) = if shared.max_attempts > 1 {
             shared.replay.keep(req)
@@ -95,8 +96,7 @@ where
         // for later attempts and drives it to readiness itself.
         let clone = self.inner.clone();
         let mut ready = std::mem::replace(&mut self.inner, clone);
-        let now = Instant::now();
-        let (fut, picked) = call_avoiding(&[], || ready.call(req));
+        let (fut, picked) = crate::scope::at(now, || call_avoiding(&[], || ready.call(req)));
         let deadline = match (shared.deadline, own_deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
