@@ -24,6 +24,7 @@ fn sim(scenario: &str, secs: u64, pickers: &[&str], seed: Option<u64>) -> Report
         ),
         seed,
         quiet: true,
+        warm_select: false,
         metrics_addr: None,
         peers: None,
     };
@@ -477,10 +478,18 @@ fn http_mode_serves_prometheus_metrics_while_it_runs() {
     assert!(page.contains(r#"lb_endpoint="fast""#), "{page}");
     assert!(page.contains(r#"lb_name="peak_ewma""#), "{page}");
     assert!(page.contains("lb_breaker_state"), "{page}");
+    let x = run(&report, "peak_ewma");
+    assert!(x.requests > 10, "{}", summary(&report));
+    // Over HTTP the JSON has the call's wall-clock times: selection, and
+    // the rest of the call, which holds more than a pick (the census, the
+    // slot, the service clone, the response future).
+    let (select, rest) = (
+        x.select_ns.expect("http mode"),
+        x.rest_ns.expect("http mode"),
+    );
     assert!(
-        run(&report, "peak_ewma").requests > 10,
-        "{}",
-        summary(&report)
+        select > 0.0 && rest > 0.0,
+        "select {select} ns, rest {rest} ns"
     );
 }
 

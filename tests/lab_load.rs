@@ -26,6 +26,7 @@ fn sim(scenario: &str, secs: u64, pickers: &[&str]) -> Report {
         ),
         seed: None,
         quiet: true,
+        warm_select: false,
         metrics_addr: None,
         peers: None,
     };

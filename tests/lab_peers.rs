@@ -393,6 +393,7 @@ fn hop_through_peers(peers: &str, secs: u64) -> Report {
         pickers: Some(vec![PickerName::Crate("peak_ewma")]),
         peers: Some(parse_list(peers).expect("peer list")),
         quiet: true,
+        warm_select: false,
         ..Options::default()
     };
     run_scenario(&sc, &opts).expect("the run succeeds")
@@ -428,7 +429,8 @@ fn every_peer_row_reaches_every_backend_and_its_shares_sum_to_one() {
             (sum - 1.0).abs() < 1e-3,
             "{label}: shares sum to {sum}{table}"
         );
-        assert_eq!(x.pick_ns, None, "{label}: no pick time for a proxy");
+        assert_eq!(x.select_ns, None, "{label}: no selection time for a proxy");
+        assert_eq!(x.rest_ns, None, "{label}: no call time for a proxy");
         assert!(table.contains(&format!("{label} (peer)")), "{table}");
     }
     // The JSON and the chart carry the peer rows like any other.

@@ -28,6 +28,7 @@ use super::record::Recorder;
 use super::report::{PickerReport, Report};
 use super::scenario::{PickerName, RetrySpec, Scenario, Tracking, Variant};
 use super::server;
+use super::timed::Timed;
 use super::users::{Plan, progress, user};
 
 /// Seed used when neither `--seed` nor the scenario gives one.
@@ -48,6 +49,8 @@ pub struct Options {
     pub seed: Option<u64>,
     /// No progress line.
     pub quiet: bool,
+    /// Times a second pick after the deciding one ([`super::timed`]).
+    pub warm_select: bool,
     /// http mode: told the address of the `/metrics` server once it listens
     /// (tests scrape it while the lab runs).
     pub metrics_addr: Option<std::sync::mpsc::Sender<SocketAddr>>,
@@ -55,6 +58,7 @@ pub struct Options {
 
 /// Runs every picker of the scenario and returns the report.
 pub fn run_scenario(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
+    super::timed::set_warm(opts.warm_select);
     let rt = if opts.sim {
         tokio::runtime::Builder::new_current_thread()
             .enable_time()
@@ -163,12 +167,12 @@ async fn run_picker(
     let r = match name {
         PickerName::Crate(n) => {
             run(ctx, name, |_| {
-                pick::AnyPicker::by_name(n, pick::ForwardedFor).expect("a registry name")
+                Timed(pick::AnyPicker::by_name(n, pick::ForwardedFor).expect("a registry name"))
             })
             .await
         }
         PickerName::Oracle if !ctx.sim => return Ok(Err("the oracle needs --sim")),
-        PickerName::Oracle => run(ctx, name, Oracle::new).await,
+        PickerName::Oracle => run(ctx, name, |b| Timed(Oracle::new(b))).await,
     };
     r.map(Ok)
 }

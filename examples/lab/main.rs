@@ -24,6 +24,7 @@ pub mod report;
 pub mod scenario;
 pub mod server;
 pub mod svg;
+pub mod timed;
 pub mod users;
 
 use std::path::{Path, PathBuf};
@@ -49,6 +50,10 @@ usage: cargo run --release --example lab -- [FLAGS]
                          none for no peers; overrides the scenario)
   --json FILE            write every number to FILE, and a chart next to it (.svg)
   --seed N               seed of every random number (default: the scenario's, else 1)
+  --warm-select          time a second pick made right after the one that
+                         decides (its result unused): selection with warm
+                         caches; cursors of round robin pickers then advance
+                         twice per request, so read those rows' shares with care
   --quiet                no progress line
   --help                 this text
 
@@ -89,6 +94,7 @@ pub fn parse_args(args: &[String]) -> Result<Option<Args>, LabError> {
             "--help" | "-h" => return Ok(None),
             "--sim" => a.opts.sim = true,
             "--quiet" | "-q" => a.opts.quiet = true,
+            "--warm-select" => a.opts.warm_select = true,
             "--scenario" => a.scenario = value(flag)?,
             "--json" => a.json = Some(PathBuf::from(value(flag)?)),
             "--duration" => {

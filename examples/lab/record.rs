@@ -24,7 +24,9 @@ struct State {
     buckets: Vec<Bucket>,
     picks: Vec<u64>,
     errors: u64,
-    pick_ns: u128,
+    /// Wall-clock ns in `Balance::call`, and in selection within it.
+    call_ns: u128,
+    select_ns: u128,
     calls: u64,
 }
 
@@ -85,15 +87,24 @@ impl Recorder {
         });
     }
 
-    /// A request finished at `done` after `latency`; `pick_ns` is the
-    /// wall-clock time its `call` took.
-    pub fn complete(&self, done: Instant, latency: Duration, ok: bool, pick_ns: u64) {
+    /// A request finished at `done` after `latency`; `call_ns` is the
+    /// wall-clock time its `call` took, `select_ns` the picker's part of it
+    /// ([`super::timed`]).
+    pub fn complete(
+        &self,
+        done: Instant,
+        latency: Duration,
+        ok: bool,
+        call_ns: u64,
+        select_ns: u64,
+    ) {
         let Some(b) = self.bucket(done) else {
             return;
         };
         let ns = latency.as_nanos() as u64;
         self.with(|s| {
-            s.pick_ns += u128::from(pick_ns);
+            s.call_ns += u128::from(call_ns);
+            s.select_ns += u128::from(select_ns);
             s.calls += 1;
             if ok {
                 s.latencies.push(ns);
@@ -122,8 +133,9 @@ impl Recorder {
         })
     }
 
-    /// The run's numbers. `pick_ns` goes into the JSON only when `wall`
-    /// (http mode): in `--sim` it is wall-clock noise in an otherwise exact run.
+    /// The run's numbers. The call's times go into the JSON only when
+    /// `wall` (http mode): in `--sim` they are wall-clock noise in an
+    /// otherwise exact run.
     pub fn finish(
         &self,
         picker: &str,
@@ -167,11 +179,22 @@ impl Recorder {
                     share: shares(&b.picks),
                 })
                 .collect();
-            let pick_ns = if s.calls == 0 {
+            let per_call = |ns: u128| {
+                if s.calls == 0 {
+                    0.0
+                } else {
+                    ns as f64 / s.calls as f64
+                }
+            };
+            let select_ns = per_call(s.select_ns);
+            // The call's interval holds the selection's timer readings as
+            // well: one reading's cost more than the selection's interval.
+            let overhead = if s.calls == 0 {
                 0.0
             } else {
-                s.pick_ns as f64 / s.calls as f64
+                super::timed::overhead_ns() as f64
             };
+            let rest_ns = (per_call(s.call_ns) - select_ns - 2.0 * overhead).max(0.0);
             PickerReport {
                 picker: picker.to_string(),
                 weighted,
@@ -190,8 +213,10 @@ impl Recorder {
                 retries: None,
                 ejections: None,
                 breaker_opens: None,
-                pick_ns: wall.then_some(round(pick_ns, 1)),
-                pick_ns_measured: pick_ns,
+                select_ns: wall.then_some(round(select_ns, 1)),
+                rest_ns: wall.then_some(round(rest_ns, 1)),
+                select_ns_measured: select_ns,
+                rest_ns_measured: rest_ns,
                 timeline,
                 peer: None,
                 route: None,

@@ -15,6 +15,7 @@ use super::backend::{Rng, sub_seed};
 use super::endpoint::{LabRequest, STREAM_HEADER};
 use super::record::Recorder;
 use super::scenario::{ClientIps, Scenario, Stage};
+use super::timed;
 
 /// The shared plan of the virtual users.
 pub struct Plan {
@@ -102,11 +103,13 @@ where
                 .insert(STREAM_HEADER, http::HeaderValue::from(hold_ms));
         }
         let sent = Instant::now();
-        let (ok, pick_ns, done) = match lb.ready().await {
+        let (ok, call_ns, select_ns, done) = match lb.ready().await {
             Ok(svc) => {
+                timed::reset();
                 let t = std::time::Instant::now();
                 let fut = svc.call(req);
-                let pick_ns = t.elapsed().as_nanos() as u64;
+                let call_ns = t.elapsed().as_nanos() as u64;
+                let select_ns = timed::take();
                 let (ok, done) = match fut.await {
                     Ok(r) => {
                         // The latency is the time to the head; then the
@@ -117,14 +120,14 @@ where
                     }
                     Err(_) => (false, Instant::now()),
                 };
-                (ok, pick_ns, done)
+                (ok, call_ns, select_ns, done)
             }
-            Err(_) => (false, 0, Instant::now()),
+            Err(_) => (false, 0, 0, Instant::now()),
         };
         if done >= plan.end {
             return;
         }
-        rec.complete(done, done - sent, ok, pick_ns);
+        rec.complete(done, done - sent, ok, call_ns, select_ns);
         // A failure can be instant; never spin without time passing.
         let think = if ok {
             plan.think

@@ -255,7 +255,8 @@ pub async fn run(
     }
     let mut report = rec.finish(&peer.label(), false, in_flight, true);
     // The pick happens in another process: there is no call to time.
-    report.pick_ns = None;
+    report.select_ns = None;
+    report.rest_ns = None;
     report.peer = Some(PeerInfo {
         proxy: peer.proxy.name().to_string(),
         version: inst.version.clone(),
