@@ -5,8 +5,9 @@
 //! Run with `cargo bench --bench balance`. Groups:
 //! * `per_request/{8,1024}`: tower-lb (default picker) vs tower's p2c.
 //! * `picker/{name}/{8,64,1024}`: every picker's per-request cost.
-//! * `threads`: one shared `Balance` driven by one, two and four threads
-//!   (time per request per thread; the ratio gives the scaling).
+//! * `threads`: one shared `Balance` (default picker, and round robin)
+//!   driven by one, two and four threads (time per request per thread;
+//!   the ratio gives the scaling).
 //! * `stack`: each resilience layer and the whole stack against `Balance`
 //!   alone.
 //! * `metrics/{off,on}`: `Balance` (default picker, 8 endpoints) without
@@ -151,7 +152,11 @@ fn pickers(c: &mut Criterion) {
 }
 
 /// Time for `iters` requests on each of `threads` threads sharing one balancer.
-fn shared_run(lb: &Balance<usize, Noop>, threads: usize, iters: u64) -> Duration {
+fn shared_run<P: pick::Pick<u64>>(
+    lb: &Balance<usize, Noop, P>,
+    threads: usize,
+    iters: u64,
+) -> Duration {
     let start = Instant::now();
     std::thread::scope(|s| {
         for _ in 0..threads {
@@ -174,9 +179,14 @@ fn threads(c: &mut Criterion) {
     // two threads move twice the requests.
     // Four threads on two cores measure contention and oversubscription
     // together; on four cores or more, contention alone.
+    // Round robin: one cursor every pick writes.
+    let rr = tower_lb(pick::RoundRobin::new(), 8);
     for t in [1usize, 2, 4] {
         g.bench_function(BenchmarkId::new("shared_balance_8", t), |b| {
             b.iter_custom(|iters| shared_run(&lb, t, iters))
+        });
+        g.bench_function(BenchmarkId::new("shared_round_robin_8", t), |b| {
+            b.iter_custom(|iters| shared_run(&rr, t, iters))
         });
     }
     g.finish();

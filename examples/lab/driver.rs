@@ -241,8 +241,14 @@ where
         let mut b = Balance::builder()
             .picker(make(&backends))
             .classify(Classifier::new().track(ctx.track.track()))
-            .seed(sub_seed(ctx.seed, 2000 + u64::from(c)))
             .routing(sc.routing(ctx.variant, c));
+        // The sim repeats exactly with a seeded sequence. Over HTTP nothing
+        // repeats anyway (the wall clock decides), and a seeded sequence is
+        // one counter both worker threads write on every pick: there the
+        // balancer draws from thread-local generators, as in production.
+        if ctx.sim {
+            b = b.seed(sub_seed(ctx.seed, 2000 + u64::from(c)));
+        }
         if let Some(spec) = &res.breaker {
             b = b.circuit_breaker(
                 spec.config(sub_seed(ctx.seed, 4000 + u64::from(c)))
