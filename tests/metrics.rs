@@ -285,6 +285,53 @@ async fn breaker_state_and_ejections_change_when_a_server_fails() {
     assert_eq!(sum(&a, "lb_picks_total", &[]), 33.0);
 }
 
+/// Bound (the default) and unbound records give the same histogram,
+/// endpoint by endpoint.
+#[tokio::test]
+async fn bound_and_unbound_duration_histograms_agree() {
+    const N: usize = 30;
+    let (origins, _) = three_backends().await;
+    let exporter = Exporter::new().unwrap();
+    let build = |name: &str, bound: bool| {
+        tower_lb::http::balance(client(), &origins)
+            .unwrap()
+            .picker(pick::RoundRobin::new())
+            .metrics(Metrics::new(&exporter.meter(), name).bound(bound))
+            .build()
+            .unwrap()
+    };
+    let (bound, unbound) = (build("bound", true), build("unbound", false));
+    for _ in 0..N {
+        for lb in [&bound, &unbound] {
+            let res = lb.clone().oneshot(get()).await.unwrap();
+            res.into_body().collect().await.unwrap();
+        }
+    }
+    let s = parse(&exporter.render().unwrap());
+    let count = |name: &str| {
+        by_endpoint(
+            &s,
+            "lb_request_duration_seconds_count",
+            &[("lb_name", name), ("outcome", "success")],
+        )
+    };
+    let want: BTreeMap<String, f64> = origins
+        .iter()
+        .map(|o| (o.clone(), N as f64 / 3.0))
+        .collect();
+    assert_eq!(count("bound"), want);
+    assert_eq!(count("unbound"), want);
+    let inf = |name: &str| {
+        sum(
+            &s,
+            "lb_request_duration_seconds_bucket",
+            &[("lb_name", name), ("le", "+Inf")],
+        )
+    };
+    assert_eq!(inf("bound"), N as f64);
+    assert_eq!(inf("unbound"), N as f64);
+}
+
 #[tokio::test]
 async fn without_metrics_nothing_is_recorded() {
     let (origins, _) = three_backends().await;

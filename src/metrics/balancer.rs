@@ -34,6 +34,8 @@ pub(crate) struct BalanceMetrics {
     pool: ArcSwap<Vec<(Arc<EndpointState>, Arc<Slot>)>>,
     health: Weak<Health>,
     retries: Vec<RetrySource>,
+    /// Whether the duration histogram is bound per endpoint.
+    bind: bool,
 }
 
 thread_local! {
@@ -70,6 +72,7 @@ impl BalanceMetrics {
             pool: ArcSwap::from_pointee(Vec::new()),
             health: Arc::downgrade(built.health),
             retries: cfg.retries.clone(),
+            bind: cfg.bind,
         });
         register(meter, &this, built.health);
         this
@@ -88,9 +91,11 @@ impl Observe for BalanceMetrics {
             label,
             meta,
             &self.duration,
+            self.bind,
         )));
         let recorder = Recorder {
             attrs: Arc::clone(&attrs),
+            duration: self.duration.clone(),
         };
         self.born
             .lock()
@@ -115,6 +120,7 @@ impl Observe for BalanceMetrics {
                     s.label(),
                     &meta,
                     &self.duration,
+                    self.bind,
                 )));
             }
         }

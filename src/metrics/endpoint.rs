@@ -36,8 +36,9 @@ pub(crate) struct EndpointAttrs {
     pub(crate) base: Box<[KeyValue]>,
     /// `base` + `outcome`: success, failure.
     pub(crate) outcome: [Box<[KeyValue]>; 2],
-    /// `lb.request.duration` bound to the two `outcome` sets.
-    pub(crate) durations: [BoundHistogram<f64>; 2],
+    /// `lb.request.duration` bound to the two `outcome` sets (`None` with
+    /// [`Metrics::bound(false)`](super::Metrics::bound)).
+    pub(crate) durations: Option<[BoundHistogram<f64>; 2]>,
     /// `base` + `state`, in the order of [`HEALTH_STATES`].
     pub(crate) health: [Box<[KeyValue]>; HEALTH_STATES.len()],
     /// `base` + `state`, in the order of [`State::ALL`].
@@ -60,6 +61,7 @@ impl EndpointAttrs {
         endpoint: &str,
         meta: &EndpointMeta,
         duration: &Histogram<f64>,
+        bind: bool,
     ) -> Self {
         let placement = placement(meta);
         let mut base = balancer.to_vec();
@@ -78,7 +80,7 @@ impl EndpointAttrs {
         };
         let outcome = [with("outcome", "success"), with("outcome", "failure")];
         Self {
-            durations: [duration.bind(&outcome[0]), duration.bind(&outcome[1])],
+            durations: bind.then(|| [duration.bind(&outcome[0]), duration.bind(&outcome[1])]),
             outcome,
             health: HEALTH_STATES.map(|s| with("state", s)),
             breaker: State::ALL.map(|s| with("state", s.as_str())),
@@ -110,6 +112,8 @@ pub(crate) type Slot = ArcSwap<EndpointAttrs>;
 pub(crate) struct Recorder {
     /// The endpoint's attribute sets and their bound histograms.
     pub(crate) attrs: std::sync::Arc<Slot>,
+    /// The histogram itself, for records without binding.
+    pub(crate) duration: Histogram<f64>,
 }
 
 impl EndpointObserver for Recorder {
@@ -122,6 +126,12 @@ impl EndpointObserver for Recorder {
             Outcome::Failure(_) => 1,
             Outcome::Ignore => return,
         };
-        self.attrs.load().durations[i].record(latency.as_secs_f64());
+        let attrs = self.attrs.load();
+        match &attrs.durations {
+            Some(bound) => bound[i].record(latency.as_secs_f64()),
+            None => self
+                .duration
+                .record(latency.as_secs_f64(), &attrs.outcome[i]),
+        }
     }
 }

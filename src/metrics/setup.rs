@@ -27,6 +27,7 @@ pub struct Metrics {
     pub(crate) name: Arc<str>,
     pub(crate) buckets: Arc<[f64]>,
     pub(crate) retries: Vec<RetrySource>,
+    pub(crate) bind: bool,
 }
 
 impl Metrics {
@@ -37,6 +38,7 @@ impl Metrics {
             name: Arc::from(name.into()),
             buckets: Arc::from(&DEFAULT_DURATION_BUCKETS[..]),
             retries: Vec::new(),
+            bind: true,
         }
     }
 
@@ -50,6 +52,25 @@ impl Metrics {
     /// The `lb.name` attribute.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Whether `lb.request.duration` is recorded through histograms bound
+    /// to each endpoint's attributes (default `true`; see the module's
+    /// notes on cost). Turn it off only for a meter provider other than
+    /// `opentelemetry_sdk` that does not implement binding (the API's
+    /// default `bind` records nothing); each record then hashes and
+    /// compares its attributes, which costs about as much as the rest of
+    /// the call through the balancer.
+    ///
+    /// ```
+    /// use tower_lb::metrics::Metrics;
+    /// let meter = opentelemetry::global::meter("app");
+    /// let m = Metrics::new(&meter, "users").bound(false);
+    /// # let _ = m;
+    /// ```
+    pub fn bound(mut self, on: bool) -> Self {
+        self.bind = on;
+        self
     }
 
     /// Replaces the bucket boundaries of `lb.request.duration`, in seconds
