@@ -5,8 +5,9 @@
 //! Run with `cargo bench --bench balance`. Groups:
 //! * `per_request/{8,1024}`: tower-lb (default picker) vs tower's p2c.
 //! * `picker/{name}/{8,64,1024}`: every picker's per-request cost.
-//! * `threads`: one shared `Balance` (default picker, and round robin)
-//!   driven by one, two and four threads (time per request per thread;
+//! * `threads`: one shared `Balance` (default picker over 8 and 1024
+//!   endpoints, round robin over 8) driven by one, two and four threads,
+//!   and as the ceiling, one balancer per thread (nothing shared) (time per request per thread;
 //!   the ratio gives the scaling).
 //! * `stack`: each resilience layer and the whole stack against `Balance`
 //!   alone.
@@ -172,6 +173,26 @@ fn shared_run<P: pick::Pick<u64>>(
     start.elapsed()
 }
 
+/// Time for `iters` requests on each of `threads` threads, each with its
+/// own balancer: nothing shared, the machine's own scaling.
+fn separate_run(threads: usize, iters: u64) -> Duration {
+    let lbs: Vec<_> = (0..threads)
+        .map(|_| tower_lb(pick::PeakEwma::default(), 8))
+        .collect();
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for mut lb in lbs {
+            s.spawn(move || {
+                let mut cx = Context::from_waker(Waker::noop());
+                for i in 0..iters {
+                    one(&mut lb, &mut cx, i);
+                }
+            });
+        }
+    });
+    start.elapsed()
+}
+
 fn threads(c: &mut Criterion) {
     let lb = tower_lb(pick::PeakEwma::default(), 8);
     let mut g = c.benchmark_group("threads");
@@ -181,12 +202,20 @@ fn threads(c: &mut Criterion) {
     // together; on four cores or more, contention alone.
     // Round robin: one cursor every pick writes.
     let rr = tower_lb(pick::RoundRobin::new(), 8);
+    // 1024 endpoints: two threads rarely touch the same endpoint's lines.
+    let wide = tower_lb(pick::PeakEwma::default(), 1024);
     for t in [1usize, 2, 4] {
         g.bench_function(BenchmarkId::new("shared_balance_8", t), |b| {
             b.iter_custom(|iters| shared_run(&lb, t, iters))
         });
         g.bench_function(BenchmarkId::new("shared_round_robin_8", t), |b| {
             b.iter_custom(|iters| shared_run(&rr, t, iters))
+        });
+        g.bench_function(BenchmarkId::new("shared_balance_1024", t), |b| {
+            b.iter_custom(|iters| shared_run(&wide, t, iters))
+        });
+        g.bench_function(BenchmarkId::new("separate_balances_8", t), |b| {
+            b.iter_custom(|iters| separate_run(t, iters))
         });
     }
     g.finish();
