@@ -226,6 +226,48 @@ async fn grpc_timeout_bounds_the_whole_call() {
     assert_eq!(in_flight(&lb), 0);
 }
 
+/// Over the wire: the retry after a pushback tells the tonic server the
+/// time the call has left, not the caller's whole timeout (real time, with
+/// a second of slack for loopback and scheduling; the exact arithmetic is
+/// `tests/retry_deadline.rs`'s, on the paused clock).
+#[tokio::test]
+async fn a_retry_tells_the_server_the_time_left() {
+    let flaky = start("flaky", |n| match n {
+        0 => Reply::Fail(Code::Unavailable, Some("100")),
+        _ => Reply::Ok,
+    })
+    .await;
+    let stack = ServiceBuilder::new()
+        .layer(StatusLayer)
+        .layer(RetryLayer::builder().build().unwrap())
+        .service(lb(&[&flaky]));
+    let mut req = tonic::Request::new(Echo { text: "x".into() });
+    req.set_timeout(Duration::from_secs(10));
+    let began = Instant::now();
+    say_with(stack, req).await.unwrap();
+    let elapsed = began.elapsed();
+    let sent: Vec<Duration> = flaky
+        .timeouts
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let mut h = http::HeaderMap::new();
+            h.insert("grpc-timeout", t.as_deref().unwrap().parse().unwrap());
+            tower_lb::retry::grpc_timeout(&h).unwrap()
+        })
+        .collect();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[0], Duration::from_secs(10), "tonic's own header");
+    // Sent at least 100 ms (the pushback) into the call, at most `elapsed`.
+    let left = sent[1];
+    assert!(left <= Duration::from_millis(9_900), "{left:?}");
+    assert!(
+        left + elapsed >= Duration::from_secs(10),
+        "{left:?} {elapsed:?}"
+    );
+}
+
 #[tokio::test]
 async fn no_endpoints_is_unavailable_for_a_tonic_caller() {
     let lb = grpc::balance(Vec::<String>::new())

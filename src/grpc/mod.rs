@@ -19,7 +19,8 @@
 //!
 //! The retry layer above the balancer uses the balancer's classifier (its
 //! default), replays request bodies from a buffer (up to 256 KiB, A6's
-//! default) and takes `grpc-timeout` as the call's deadline; see
+//! default) and takes `grpc-timeout` as the call's deadline, sending every
+//! retry and hedge the time the call has left in it (A6); see
 //! [`retry`](crate::retry). `examples/tonic_client.rs` shows the whole
 //! stack against local servers, with no `protoc`.
 //!

@@ -214,9 +214,10 @@ where
                                     *this.hedge_at = None;
                                     let copy =
                                         this.kept.as_ref().and_then(|k| shared.replay.replay(k));
-                                    if let Some(req) = copy
+                                    if let Some(mut req) = copy
                                         && shared.withdraw()
                                     {
+                                        prepare(&shared.replay, &mut req, *this.deadline, now);
                                         let service = &mut *this.service;
                                         let tried = &this.tried.ids[..this.tried.len];
                                         let (fut, seen) =
@@ -313,13 +314,14 @@ where
                         return Poll::Ready(Err(Error::Inner(e)));
                     }
                     Poll::Ready(Ok(())) => {
-                        let Some(req) = this.next.take() else {
+                        let Some(mut req) = this.next.take() else {
                             // Unreachable: a retry is only planned with a copy in hand.
                             *this.phase = Phase::Done;
                             return Poll::Ready(Err(Error::TryTimeout {
                                 attempts: *this.attempts,
                             }));
                         };
+                        prepare(&shared.replay, &mut req, *this.deadline, now);
                         let service = &mut *this.service;
                         let tried = &this.tried.ids[..this.tried.len];
                         let (fut, seen) = scope::at(now, || scoped(tried, || service.call(req)));
@@ -339,5 +341,18 @@ where
                 },
             }
         }
+    }
+}
+
+/// Readies a later attempt's copy with the time the call has left, when it
+/// has a deadline.
+fn prepare<Req, R: Replay<Req>>(
+    replay: &R,
+    req: &mut Req,
+    deadline: Option<Instant>,
+    now: Instant,
+) {
+    if let Some(d) = deadline {
+        replay.prepare(req, d.saturating_duration_since(now));
     }
 }

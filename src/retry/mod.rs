@@ -40,7 +40,10 @@
 //! bodies that are values, a record of streaming bodies up to 256 KiB
 //! ([`Replayable::limit`]); a request whose body outgrew the record is not
 //! retried ([`RetryStats::not_replayable`]). A request's own deadline
-//! (gRPC's `grpc-timeout`) bounds it when shorter than the layer's.
+//! (gRPC's `grpc-timeout`) bounds it when shorter than the layer's, and
+//! each later attempt is told the time left of whichever is shorter
+//! ([`Replay::prepare`]: for HTTP, `grpc-timeout` is rewritten when the
+//! request carries one; none is added).
 //!
 //! Timers use tokio (`tokio::time`), so retries, timeouts and hedging need a
 //! tokio runtime with time enabled; a request that succeeds at once never
@@ -101,7 +104,9 @@ pub use hedge::{
 };
 pub use layer::{Builder, ClassifyWith, DEFAULT_MAX_ATTEMPTS, MAX_ATTEMPTS, RetryLayer};
 #[cfg(feature = "http")]
-pub use replay::{Buffered, KeptBody, KeptRequest, grpc_timeout, is_idempotent};
+pub use replay::{
+    Buffered, KeptBody, KeptRequest, encode_grpc_timeout, grpc_timeout, is_idempotent,
+};
 pub use replay::{
     CloneRequest, DEFAULT_REPLAY_LIMIT, MAX_REPLAY_LIMIT, Replay, ReplayRequest, Replayable,
     RequestBody,

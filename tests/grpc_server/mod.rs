@@ -7,8 +7,8 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -46,12 +46,17 @@ struct Echoes {
     name: &'static str,
     script: Script,
     calls: Arc<AtomicUsize>,
+    timeouts: Timeouts,
 }
+
+/// The `grpc-timeout` header of each call, in order (`None` without one).
+pub type Timeouts = Arc<Mutex<Vec<Option<String>>>>;
 
 /// A running server.
 pub struct Server {
     pub addr: SocketAddr,
     pub calls: Arc<AtomicUsize>,
+    pub timeouts: Timeouts,
     pub origin: String,
 }
 
@@ -63,10 +68,12 @@ pub async fn start(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let calls = Arc::new(AtomicUsize::new(0));
+    let timeouts = Timeouts::default();
     let svc = Echoes {
         name,
         script: Arc::new(script),
         calls: calls.clone(),
+        timeouts: timeouts.clone(),
     };
     tokio::spawn(
         tonic::transport::Server::builder()
@@ -76,6 +83,7 @@ pub async fn start(
     Server {
         addr,
         calls,
+        timeouts,
         origin: format!("http://{addr}"),
     }
 }
@@ -106,6 +114,12 @@ impl Service<http::Request<tonic::body::Body>> for Echoes {
     fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
         let me = self.clone();
         let n = me.calls.fetch_add(1, Ordering::SeqCst);
+        me.timeouts.lock().unwrap().push(
+            req.headers()
+                .get("grpc-timeout")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string),
+        );
         let reply = (me.script)(n);
         Box::pin(async move {
             let mut grpc = tonic::server::Grpc::new(ProstCodec::<Echo, Echo>::default());

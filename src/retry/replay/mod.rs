@@ -29,7 +29,7 @@ pub use body::RequestBody;
 #[cfg(feature = "http")]
 pub use buffered::{Buffered, KeptBody};
 #[cfg(feature = "http")]
-pub use http::{KeptRequest, grpc_timeout, is_idempotent};
+pub use http::{KeptRequest, encode_grpc_timeout, grpc_timeout, is_idempotent};
 
 /// The default limit of a request body kept for replay: 256 KiB, gRPC A6's
 /// default per-call retry buffer.
@@ -88,6 +88,16 @@ pub trait Replay<Req>: Send + Sync + 'static {
     fn deadline(&self, req: &Req) -> Option<Duration> {
         let _ = req;
         None
+    }
+
+    /// Readies the copy a later attempt (a retry or a hedge) is about to
+    /// send, with `left` of the call's deadline remaining; called only when
+    /// the call has a deadline. The default leaves the copy as it is. For
+    /// HTTP, a request that carries gRPC's `grpc-timeout` has it rewritten
+    /// to `left` (gRPC A6: every attempt tells the server the time the
+    /// call has left, not the time it had at the start).
+    fn prepare(&self, req: &mut Req, left: Duration) {
+        let _ = (req, left);
     }
 }
 
