@@ -204,6 +204,72 @@ async fn a_retry_layer_over_reqwest_needs_no_replay_closure() {
     assert_eq!(retry.stats().retries(), 1);
 }
 
+/// reqwest's bodies are tracked as hyper's are: a body cut midway is a
+/// failure of its endpoint, and a body holds its slot until it is read
+/// (or dropped), while the response keeps its URL and remote address.
+#[cfg(feature = "reqwest")]
+#[tokio::test]
+async fn a_reqwest_body_holds_its_slot_and_a_cut_one_fails_its_endpoint() {
+    let bad = truncating().await;
+    let (good, _) = server(|_| 200).await;
+    let client = reqwest::Client::new();
+    let lb = tower_lb::http::balance(
+        client.clone(),
+        [format!("http://{bad}"), format!("http://{good}")],
+    )
+    .unwrap()
+    .picker(pick::RoundRobin::new())
+    .build()
+    .unwrap();
+    let in_flight = || -> usize {
+        lb.handle()
+            .endpoints()
+            .iter()
+            .map(|(_, s)| s.in_flight())
+            .sum()
+    };
+    let mut body_errors = 0;
+    for _ in 0..4 {
+        let req = client.get("http://service.internal/x?q=1").build().unwrap();
+        let res = lb.clone().oneshot(req).await.unwrap();
+        assert_eq!(res.status(), 200, "both heads say 200");
+        assert_eq!(in_flight(), 1, "the unread body holds its slot");
+        let addr = res.remote_addr().expect("the remote address is kept");
+        assert_eq!(res.url().as_str(), format!("http://{addr}/x?q=1"));
+        if res.bytes().await.is_err() {
+            body_errors += 1;
+        }
+        assert_eq!(in_flight(), 0);
+    }
+    assert_eq!(body_errors, 2);
+    let failures: Vec<(String, u64)> = lb
+        .handle()
+        .endpoints()
+        .into_iter()
+        .map(|(k, s)| (k.to_string(), s.failures()))
+        .collect();
+    assert!(
+        failures.contains(&(format!("http://{bad}"), 2)),
+        "{failures:?}"
+    );
+    assert!(
+        failures.contains(&(format!("http://{good}"), 0)),
+        "{failures:?}"
+    );
+    // Head-time tracking, as before body tracking: the slot ends with the
+    // head.
+    let heads = tower_lb::http::balance(client.clone(), [format!("http://{good}")])
+        .unwrap()
+        .classify(tower_lb::http::Classifier::new().track(Track::Headers))
+        .build()
+        .unwrap();
+    let req = client.get("http://service.internal/x").build().unwrap();
+    let res = heads.clone().oneshot(req).await.unwrap();
+    let state = heads.handle().endpoints().pop().unwrap().1;
+    assert_eq!(state.in_flight(), 0);
+    assert_eq!(res.bytes().await.unwrap(), "0 0");
+}
+
 /// A response body that sends `chunks` chunks, one per poll after a yield.
 struct Chunks(usize);
 

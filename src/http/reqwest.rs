@@ -24,7 +24,9 @@
 use std::time::Duration;
 
 use ::http::HeaderValue;
+use ::reqwest::ResponseBuilderExt;
 
+use super::body::{KeepHead, Track, TrackBody};
 use super::classify::{Classifier, ClassifyError, ErrorHook};
 use super::set_origin::apply_host;
 use super::{HostHeader, Origin, OriginRequest};
@@ -79,16 +81,34 @@ impl ClassifyError for ::reqwest::Error {
     }
 }
 
-/// `reqwest::Response` keeps its body to itself, so its call ends with the
-/// response head whatever [`Classifier::track`] says. For body tracking,
-/// balance a hyper-util client (or convert with `http::Response::from`).
+/// A `reqwest::Response`'s body is tracked as [`Classifier::track`] says,
+/// as an `http::Response`'s is: the call holds its endpoint's slot until
+/// the body ends, errs or is dropped, and a body that errs midway (a
+/// connection cut) is a failure of the endpoint. The response goes through
+/// `http::Response` and back, its body wrapped in a [`TrackBody`]: status,
+/// headers, extensions (the remote address) and URL are kept; the body is
+/// boxed once more (one allocation per response, beside reqwest's own).
 impl<E, H: ErrorHook<E>> Classify<::reqwest::Response, E> for Classifier<H> {
     type Response = ::reqwest::Response;
 
     fn complete(&self, response: ::reqwest::Response, completion: Completion) -> Self::Response {
         self.read_load(response.headers(), &completion);
-        completion.finish_at_answer();
-        response
+        if self.track == Track::Headers {
+            completion.finish_at_answer();
+            return response;
+        }
+        let url = response.url().clone();
+        let (mut parts, body) = ::http::Response::<::reqwest::Body>::from(response).into_parts();
+        // reqwest keeps the URL beside the response, not in it: put it
+        // where `reqwest::Response::from` looks for it.
+        if let Ok(with_url) = ::http::Response::builder().url(url).body(()) {
+            parts.extensions.extend(with_url.into_parts().0.extensions);
+        }
+        let body = TrackBody::new(body, completion, self.track, KeepHead);
+        ::reqwest::Response::from(::http::Response::from_parts(
+            parts,
+            ::reqwest::Body::wrap(body),
+        ))
     }
 
     fn classify(&self, result: Result<&::reqwest::Response, &E>, latency: Duration) -> Outcome {

@@ -79,7 +79,7 @@ use crate::orca::LoadReport;
 pub struct Classifier<H = ClientErrors> {
     slow: Option<Duration>,
     max_retry_after: Duration,
-    track: Track,
+    pub(super) track: Track,
     load_reports: bool,
     on_error: H,
 }
