@@ -7,8 +7,9 @@
 //! * `picker/{name}/{8,64,1024}`: every picker's per-request cost.
 //! * `threads`: one shared `Balance` (default picker over 8 and 1024
 //!   endpoints, round robin over 8) driven by one, two and four threads,
-//!   and as the ceiling, one balancer per thread (nothing shared) (time per request per thread;
-//!   the ratio gives the scaling).
+//!   the retry layer over the default, and as the ceiling, one balancer
+//!   per thread (nothing shared) (time per request per thread; the ratio
+//!   gives the scaling).
 //! * `stack`: each resilience layer and the whole stack against `Balance`
 //!   alone.
 //! * `metrics/{off,on}`: `Balance` (default picker, 8 endpoints) without
@@ -24,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use tower::Layer;
+use tower::Service;
 use tower_lb::breaker::{CircuitBreakerConfig, CircuitBreakerLayer};
 use tower_lb::endpoint::{EndpointMeta, Locality};
 use tower_lb::outlier::OutlierDetection;
@@ -94,20 +96,21 @@ fn pickers(c: &mut Criterion) {
     }
 }
 
-/// Time for `iters` requests on each of `threads` threads sharing one balancer.
-fn shared_run<P: pick::Pick<u64>>(
-    lb: &Balance<usize, Noop, P>,
-    threads: usize,
-    iters: u64,
-) -> Duration {
+/// Time for `iters` requests on each of `threads` threads sharing one
+/// service (a balancer, or a stack over one), each thread on a clone.
+fn shared_run<S>(svc: &S, threads: usize, iters: u64) -> Duration
+where
+    S: Service<u64> + Clone + Send,
+    S::Error: std::fmt::Debug,
+{
     let start = Instant::now();
     std::thread::scope(|s| {
         for _ in 0..threads {
-            let mut lb = lb.clone();
+            let mut svc = svc.clone();
             s.spawn(move || {
                 let mut cx = Context::from_waker(Waker::noop());
                 for i in 0..iters {
-                    one(&mut lb, &mut cx, i);
+                    one(&mut svc, &mut cx, i);
                 }
             });
         }
@@ -146,6 +149,12 @@ fn threads(c: &mut Criterion) {
     let rr = tower_lb(pick::RoundRobin::new(), 8);
     // 1024 endpoints: two threads rarely touch the same endpoint's lines.
     let wide = tower_lb(pick::PeakEwma::default(), 1024);
+    // The retry layer's budget, shared by every thread, on top.
+    let retried = RetryLayer::builder()
+        .replay(retry::CloneRequest)
+        .build()
+        .expect("valid config")
+        .layer(tower_lb(pick::PeakEwma::default(), 8));
     for t in [1usize, 2, 4] {
         g.bench_function(BenchmarkId::new("shared_balance_8", t), |b| {
             b.iter_custom(|iters| shared_run(&lb, t, iters))
@@ -155,6 +164,9 @@ fn threads(c: &mut Criterion) {
         });
         g.bench_function(BenchmarkId::new("shared_balance_1024", t), |b| {
             b.iter_custom(|iters| shared_run(&wide, t, iters))
+        });
+        g.bench_function(BenchmarkId::new("shared_retry_balance_8", t), |b| {
+            b.iter_custom(|iters| shared_run(&retried, t, iters))
         });
         g.bench_function(BenchmarkId::new("separate_balances_8", t), |b| {
             b.iter_custom(|iters| separate_run(t, iters))
