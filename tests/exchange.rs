@@ -101,6 +101,25 @@ fn client() -> Client<hyper_util::client::legacy::connect::HttpConnector, Stream
     Client::builder(TokioExecutor::new()).build_http()
 }
 
+/// Asserts the failures each endpoint of `lb` (keyed `http://{addr}`) has.
+fn assert_failures<S, P: pick::Picker, C>(
+    lb: &Balance<tower_lb::http::Origin, S, P, C>,
+    want: &[(SocketAddr, u64)],
+) {
+    let failures: Vec<(String, u64)> = lb
+        .handle()
+        .endpoints()
+        .into_iter()
+        .map(|(k, s)| (k.to_string(), s.failures()))
+        .collect();
+    for (addr, n) in want {
+        assert!(
+            failures.contains(&(format!("http://{addr}"), *n)),
+            "{failures:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_body_cut_midway_is_a_failure_of_its_endpoint() {
     let bad = truncating().await;
@@ -123,20 +142,7 @@ async fn a_body_cut_midway_is_a_failure_of_its_endpoint() {
         }
     }
     assert_eq!(body_errors, 2);
-    let failures: Vec<(String, u64)> = lb
-        .handle()
-        .endpoints()
-        .into_iter()
-        .map(|(k, s)| (k.to_string(), s.failures()))
-        .collect();
-    assert!(
-        failures.contains(&(format!("http://{bad}"), 2)),
-        "{failures:?}"
-    );
-    assert!(
-        failures.contains(&(format!("http://{good}"), 0)),
-        "{failures:?}"
-    );
+    assert_failures(&lb, &[(bad, 2), (good, 0)]);
 }
 
 #[tokio::test]
@@ -242,20 +248,7 @@ async fn a_reqwest_body_holds_its_slot_and_a_cut_one_fails_its_endpoint() {
         assert_eq!(in_flight(), 0);
     }
     assert_eq!(body_errors, 2);
-    let failures: Vec<(String, u64)> = lb
-        .handle()
-        .endpoints()
-        .into_iter()
-        .map(|(k, s)| (k.to_string(), s.failures()))
-        .collect();
-    assert!(
-        failures.contains(&(format!("http://{bad}"), 2)),
-        "{failures:?}"
-    );
-    assert!(
-        failures.contains(&(format!("http://{good}"), 0)),
-        "{failures:?}"
-    );
+    assert_failures(&lb, &[(bad, 2), (good, 0)]);
     // Head-time tracking, as before body tracking: the slot ends with the
     // head.
     let heads = tower_lb::http::balance(client.clone(), [format!("http://{good}")])
