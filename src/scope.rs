@@ -102,13 +102,29 @@ pub(crate) fn now() -> Instant {
     NOW.with(Cell::get).unwrap_or_else(Instant::now)
 }
 
+/// The open scope's marks, apart from its avoid list: what a pick reads
+/// and writes on every call. Kept apart from the list so that a scope with
+/// nothing to avoid (every first attempt) copies 24 bytes in and out of the
+/// thread-local instead of the whole list; `benches/balance.rs`, `stack`.
 #[derive(Clone, Copy)]
-struct Scope {
-    avoid: [u64; MAX_AVOID],
-    len: usize,
-    picked: Option<u64>,
+struct Marks {
+    /// A scope is open on this thread: the common case (no retry layer
+    /// above) then costs one read per call.
+    open: bool,
     /// A balancer read the scope (whether or not it then picked).
     seen: bool,
+    /// How many ids of [`AVOID`] are this scope's.
+    len: u8,
+    picked: Option<u64>,
+}
+
+impl Marks {
+    const CLOSED: Self = Self {
+        open: false,
+        seen: false,
+        len: 0,
+        picked: None,
+    };
 }
 
 /// What [`scoped`] saw of the call it wrapped.
@@ -121,10 +137,10 @@ pub(crate) struct Seen {
 }
 
 thread_local! {
-    static SCOPE: Cell<Option<Scope>> = const { Cell::new(None) };
-    /// True while any scope is open on this thread: the common case (no
-    /// retry layer above) then costs one flag read per call.
-    static ACTIVE: Cell<bool> = const { Cell::new(false) };
+    static MARKS: Cell<Marks> = const { Cell::new(Marks::CLOSED) };
+    /// The open scope's avoid list, its first `MARKS.len` ids. Written only
+    /// by a scope that has ids to avoid, and restored when it closes.
+    static AVOID: Cell<[u64; MAX_AVOID]> = const { Cell::new([0; MAX_AVOID]) };
 }
 
 /// Runs `f` (which should call a `Balance`, directly or through synchronous
@@ -140,65 +156,70 @@ pub fn call_avoiding<R>(avoid: &[u64], f: impl FnOnce() -> R) -> (R, Option<u64>
 
 /// [`call_avoiding`], also saying whether the hint reached a balancer.
 pub(crate) fn scoped<R>(avoid: &[u64], f: impl FnOnce() -> R) -> (R, Seen) {
-    let mut scope = Scope {
-        avoid: [0; MAX_AVOID],
-        len: avoid.len().min(MAX_AVOID),
-        picked: None,
+    let len = avoid.len().min(MAX_AVOID);
+    let outer_avoid = (len > 0).then(|| {
+        let mut ids = [0; MAX_AVOID];
+        ids[..len].copy_from_slice(&avoid[..len]);
+        AVOID.with(|a| a.replace(ids))
+    });
+    let marks = Marks {
+        open: true,
         seen: false,
+        len: len as u8,
+        picked: None,
     };
-    scope.avoid[..scope.len].copy_from_slice(&avoid[..scope.len]);
     let restore = Restore {
-        outer: SCOPE.with(|s| s.replace(Some(scope))),
-        was_active: ACTIVE.with(|a| a.replace(true)),
+        outer: MARKS.with(|m| m.replace(marks)),
+        outer_avoid,
     };
     let r = f();
-    let inner = SCOPE.with(Cell::get);
+    let inner = MARKS.with(Cell::get);
     drop(restore);
     let seen = Seen {
-        picked: inner.and_then(|s| s.picked),
-        reached: inner.is_some_and(|s| s.seen),
+        picked: inner.picked,
+        reached: inner.seen,
     };
     (r, seen)
 }
 
 /// Puts the enclosing scope back, also when `f` unwinds.
 struct Restore {
-    outer: Option<Scope>,
-    was_active: bool,
+    outer: Marks,
+    /// The enclosing scope's list, if this scope replaced it.
+    outer_avoid: Option<[u64; MAX_AVOID]>,
 }
 
 impl Drop for Restore {
     fn drop(&mut self) {
-        SCOPE.with(|s| s.set(self.outer));
-        ACTIVE.with(|a| a.set(self.was_active));
+        MARKS.with(|m| m.set(self.outer));
+        if let Some(ids) = self.outer_avoid {
+            AVOID.with(|a| a.set(ids));
+        }
     }
 }
 
-/// The avoid list of the enclosing scope, if any (copied out: no borrow
-/// held), marking the scope as read.
+/// The avoid list of the enclosing scope, if it has one (copied out: no
+/// borrow held), marking the scope as read.
 #[inline]
 pub(crate) fn current_avoid() -> Option<([u64; MAX_AVOID], usize)> {
-    if !ACTIVE.with(Cell::get) {
+    let mut marks = MARKS.with(Cell::get);
+    if !marks.open {
         return None;
     }
-    SCOPE.with(|s| {
-        let mut scope = s.get()?;
-        scope.seen = true;
-        s.set(Some(scope));
-        Some((scope.avoid, scope.len))
-    })
+    marks.seen = true;
+    MARKS.with(|m| m.set(marks));
+    let len = usize::from(marks.len);
+    (len > 0).then(|| (AVOID.with(Cell::get), len))
 }
 
 /// Reports the picked endpoint to the enclosing scope, if any.
 #[inline]
 pub(crate) fn report_pick(id: u64) {
-    if !ACTIVE.with(Cell::get) {
-        return;
-    }
-    SCOPE.with(|s| {
-        if let Some(mut scope) = s.get() {
-            scope.picked = Some(id);
-            s.set(Some(scope));
+    MARKS.with(|m| {
+        let mut marks = m.get();
+        if marks.open {
+            marks.picked = Some(id);
+            m.set(marks);
         }
     });
 }
@@ -208,6 +229,56 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    fn avoid_now() -> Option<Vec<u64>> {
+        current_avoid().map(|(ids, len)| ids[..len].to_vec())
+    }
+
+    #[test]
+    fn nested_scopes_see_their_own_list_and_restore_the_outer_one() {
+        assert_eq!(avoid_now(), None, "no scope open");
+        let ((), outer) = scoped(&[1, 2], || {
+            assert_eq!(avoid_now(), Some(vec![1, 2]));
+            let ((), empty) = scoped(&[], || {
+                assert_eq!(avoid_now(), None, "an empty list avoids nothing");
+                report_pick(7);
+            });
+            assert_eq!(
+                empty,
+                Seen {
+                    picked: Some(7),
+                    reached: true
+                }
+            );
+            let ((), other) = scoped(&[3], || assert_eq!(avoid_now(), Some(vec![3])));
+            assert_eq!(other.picked, None);
+            assert_eq!(avoid_now(), Some(vec![1, 2]), "the outer list is back");
+            let caught = std::panic::catch_unwind(|| scoped(&[4], || panic!("inner call panics")));
+            assert!(caught.is_err());
+            assert_eq!(avoid_now(), Some(vec![1, 2]), "also after an unwind");
+            report_pick(9);
+        });
+        assert_eq!(
+            outer,
+            Seen {
+                picked: Some(9),
+                reached: true
+            }
+        );
+        let ((), unread) = scoped(&[1; MAX_AVOID + 4], || ());
+        assert_eq!(
+            unread,
+            Seen {
+                picked: None,
+                reached: false
+            }
+        );
+        assert_eq!(avoid_now(), None, "every scope closed");
+        report_pick(5);
+        let (none, fresh) = scoped(&[], avoid_now);
+        assert_eq!(none, None);
+        assert_eq!(fresh.picked, None, "a pick outside any scope is not kept");
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_reading_holds_inside_its_scope_only() {
