@@ -78,8 +78,10 @@ impl Window {
         }
     }
 
-    /// Records one call with `flags` at `now_ns` (ns since the epoch).
-    pub(crate) fn record(&mut self, flags: u8, now_ns: u64) {
+    /// Records one call with `flags` at `now_ns()` (ns since the epoch).
+    /// The time is asked for only by a time window: a count window (the
+    /// default) records without converting the clock reading.
+    pub(crate) fn record(&mut self, flags: u8, now_ns: impl FnOnce() -> u64) {
         match self {
             Window::Count {
                 slots,
@@ -101,7 +103,7 @@ impl Window {
                 latest,
                 totals,
             } => {
-                let second = now_ns / NANOS_PER_SEC;
+                let second = now_ns() / NANOS_PER_SEC;
                 advance(buckets, latest, totals, second);
                 let len = buckets.len() as u64;
                 // A call stamped before the window (a racing, older `now`)
@@ -211,36 +213,36 @@ mod tests {
     #[test]
     fn count_window_keeps_the_last_n() {
         let mut w = Window::new(SlidingWindow::Count(3));
-        w.record(FAILED, 0);
-        w.record(SLOW, 0);
-        w.record(FAILED | SLOW, 0);
+        w.record(FAILED, || 0);
+        w.record(SLOW, || 0);
+        w.record(FAILED | SLOW, || 0);
         assert_eq!(w.totals(), t(3, 2, 2));
-        w.record(0, 0); // evicts the first FAILED
+        w.record(0, || 0); // evicts the first FAILED
         assert_eq!(w.totals(), t(3, 1, 2));
-        w.record(0, 0); // evicts SLOW
-        w.record(0, 0); // evicts FAILED | SLOW
+        w.record(0, || 0); // evicts SLOW
+        w.record(0, || 0); // evicts FAILED | SLOW
         assert_eq!(w.totals(), t(3, 0, 0));
         w.reset();
         assert_eq!(w.totals(), t(0, 0, 0));
-        w.record(FAILED, 0);
+        w.record(FAILED, || 0);
         assert_eq!(w.totals(), t(1, 1, 0));
     }
 
     #[test]
     fn time_window_expires_whole_seconds() {
         let mut w = Window::new(SlidingWindow::Time(Duration::from_secs(3)));
-        w.record(FAILED, 0); // second 0
-        w.record(0, SEC / 2); // second 0
-        w.record(SLOW, SEC + 1); // second 1
-        w.record(0, 2 * SEC); // second 2
+        w.record(FAILED, || 0); // second 0
+        w.record(0, || SEC / 2); // second 0
+        w.record(SLOW, || SEC + 1); // second 1
+        w.record(0, || 2 * SEC); // second 2
         assert_eq!(w.totals(), t(4, 1, 1));
         assert_eq!(w.totals_at(3 * SEC - 1), t(4, 1, 1));
         // At 3 s, second 0 leaves the window.
         assert_eq!(w.totals_at(3 * SEC), t(2, 0, 1));
-        w.record(0, 3 * SEC);
+        w.record(0, || 3 * SEC);
         assert_eq!(w.totals(), t(3, 0, 1));
         // A jump longer than the window empties it.
-        w.record(FAILED, 100 * SEC);
+        w.record(FAILED, || 100 * SEC);
         assert_eq!(w.totals(), t(1, 1, 0));
         assert_eq!(w.totals_at(103 * SEC), t(0, 0, 0));
     }
@@ -248,11 +250,11 @@ mod tests {
     #[test]
     fn time_window_accepts_late_stamps_inside_it_only() {
         let mut w = Window::new(SlidingWindow::Time(Duration::from_secs(3)));
-        w.record(0, 10 * SEC);
-        w.record(FAILED, 8 * SEC); // still inside (8, 9, 10)
-        w.record(FAILED, 7 * SEC); // already expired
+        w.record(0, || 10 * SEC);
+        w.record(FAILED, || 8 * SEC); // still inside (8, 9, 10)
+        w.record(FAILED, || 7 * SEC); // already expired
         assert_eq!(w.totals(), t(2, 1, 0));
-        w.record(0, 11 * SEC); // the window is now (9, 10, 11): second 8 leaves
+        w.record(0, || 11 * SEC); // the window is now (9, 10, 11): second 8 leaves
         assert_eq!(w.totals(), t(2, 0, 0));
     }
 }

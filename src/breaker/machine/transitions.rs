@@ -104,7 +104,7 @@ impl CircuitBreaker {
         flags: u8,
         now: Instant,
     ) -> Option<Transition> {
-        inner.window.record(flags, self.now_ns(now));
+        inner.window.record(flags, || self.now_ns(now));
         if flags & FAILED != 0 {
             inner.consecutive = inner.consecutive.saturating_add(1);
         } else {
