@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tower::util::BoxCloneSyncService;
-use tower::{ServiceExt, service_fn};
+use tower::{Service, ServiceExt, service_fn};
 use tower_lb::balance::Upsert;
 use tower_lb::endpoint::{EndpointMeta, Locality};
 use tower_lb::{Balance, pick};
@@ -160,4 +160,28 @@ async fn one_edit_applies_many_changes_at_once() {
     let c = tally(&lb, 4).await;
     assert_eq!((c.get("b"), c["c"]), (None, 4), "{c:?}");
     assert_eq!(h.endpoints()[0].1.meta().priority(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_clone_that_already_called_sees_every_later_change() {
+    let mut lb = Balance::builder()
+        .endpoint("a", fixed("a", Duration::ZERO))
+        .build()
+        .unwrap();
+    let mut older = lb.clone();
+    let h = lb.handle();
+    assert_eq!(lb.ready().await.unwrap().call(()).await.unwrap(), "a");
+    assert_eq!(older.ready().await.unwrap().call(()).await.unwrap(), "a");
+    for (add, gone) in [("b", "a"), ("c", "b"), ("a", "c")] {
+        h.insert(add, fixed(add, Duration::ZERO));
+        h.remove(&gone);
+        for svc in [&mut lb, &mut older] {
+            for _ in 0..3 {
+                let name = svc.ready().await.unwrap().call(()).await.unwrap();
+                assert_eq!(name, add, "the same clone, after {gone} left");
+            }
+        }
+        let fresh = lb.clone().oneshot(()).await.unwrap();
+        assert_eq!(fresh, add, "a clone made now");
+    }
 }

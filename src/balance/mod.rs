@@ -64,7 +64,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use arc_swap::cache::Cache;
 
 pub use crate::scope::{MAX_AVOID, call_avoiding, timed_out};
 pub use builder::{Builder, DEFAULT_NAME};
@@ -91,38 +90,38 @@ use crate::route::Router;
 /// Build one with [`Balance::builder`]; see the [module docs](self).
 pub struct Balance<K, S, P: Picker = PeakEwma, C = ErrIsFailure> {
     pub(crate) shared: Arc<Shared<K, S, P, C>>,
-    /// This clone's view of the endpoint set: one relaxed pointer compare
-    /// per call while the set is unchanged, instead of an `arc_swap` load.
-    /// (An idle clone keeps the set it last saw, and the services in it,
-    /// alive until its next call or its drop.)
-    snapshot: SnapshotCache<K, S, P, C>,
-}
-
-/// A clone's cached view of the shared endpoint set.
-type SnapshotCache<K, S, P, C> =
-    Cache<SetRef<K, S, P, C>, Arc<Snapshot<K, S, <P as Picker>::Table>>>;
-
-/// Dereferences to a balancer's shared endpoint set (for [`Cache`]).
-pub(crate) struct SetRef<K, S, P: Picker, C>(Arc<Shared<K, S, P, C>>);
-
-impl<K, S, P: Picker, C> Clone for SetRef<K, S, P, C> {
-    fn clone(&self) -> Self {
-        Self(Arc::clone(&self.0))
-    }
-}
-
-impl<K, S, P: Picker, C> std::ops::Deref for SetRef<K, S, P, C> {
-    type Target = ArcSwap<Snapshot<K, S, P::Table>>;
-    fn deref(&self) -> &Self::Target {
-        &self.0.set
-    }
+    /// This clone's view of the endpoint set, as of [`Shared::generation`]
+    /// `seen`: one relaxed compare per call while the set is unchanged,
+    /// instead of an `arc_swap` load. (An idle clone keeps the set it last
+    /// saw, and the services in it, alive until its next call or its drop.)
+    ///
+    /// `arc_swap::Cache` does the same by comparing pointers, but holds its
+    /// own `Arc` of `Shared`: three reference counts per clone instead of
+    /// two, and the retry layer clones its inner service on every request
+    /// (`benches/balance.rs`, `stack`).
+    snapshot: Arc<Snapshot<K, S, P::Table>>,
+    seen: u64,
 }
 
 impl<K, S, P: Picker, C> Balance<K, S, P, C> {
     pub(crate) fn from_shared(shared: Arc<Shared<K, S, P, C>>) -> Self {
+        // The generation first: the set loaded after it is at least as new.
+        let seen = shared.generation.load(Ordering::Acquire);
         Self {
-            snapshot: Cache::new(SetRef(Arc::clone(&shared))),
+            snapshot: shared.set.load_full(),
+            seen,
             shared,
+        }
+    }
+
+    /// Reloads this clone's view of the endpoint set if the set changed
+    /// since it last looked.
+    #[inline]
+    pub(crate) fn refresh(&mut self) {
+        let now = self.shared.generation.load(Ordering::Acquire);
+        if now != self.seen {
+            self.snapshot = self.shared.set.load_full();
+            self.seen = now;
         }
     }
 }
@@ -131,7 +130,8 @@ impl<K, S, P: Picker, C> Clone for Balance<K, S, P, C> {
     fn clone(&self) -> Self {
         Self {
             shared: Arc::clone(&self.shared),
-            snapshot: self.snapshot.clone(),
+            snapshot: Arc::clone(&self.snapshot),
+            seen: self.seen,
         }
     }
 }
@@ -184,6 +184,9 @@ pub(crate) struct Shared<K, S, P: Picker, C> {
     pub(crate) picker: P,
     pub(crate) classify: C,
     pub(crate) set: ArcSwap<Snapshot<K, S, P::Table>>,
+    /// Bumped after every swap of `set`, so that clones see a change with
+    /// one load (see [`Balance::snapshot`]).
+    pub(crate) generation: AtomicU64,
     /// Serialises writers (handle calls); readers never take it.
     pub(crate) writer: Mutex<()>,
     pub(crate) model: Arc<Model>,
@@ -266,6 +269,9 @@ impl<K, S, P: Picker, C> Shared<K, S, P, C> {
             o.set_pool(&snap.member_states());
         }
         self.set.store(Arc::new(snap));
+        // After the store: a clone that sees the new generation loads a set
+        // at least this new.
+        self.generation.fetch_add(1, Ordering::Release);
     }
 }
 

@@ -37,8 +37,9 @@ where
     }
 
     fn call(&mut self, req: Req) -> Self::Future {
+        self.refresh();
         let shared = &*self.shared;
-        let snap = &**self.snapshot.load();
+        let snap = &*self.snapshot;
         let now = scope::now();
         let timer = shared.observer.as_ref().and_then(|o| o.pick_started());
         let picked = shared.dispatch(snap, &req, now);

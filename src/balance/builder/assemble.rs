@@ -65,6 +65,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         ));
         let shared = Arc::new(Shared {
             set: ArcSwap::from_pointee(Snapshot::new(&self.picker, &router, Vec::new())),
+            generation: AtomicU64::new(0),
             picker: self.picker,
             classify: self.classify,
             writer: Mutex::new(()),
