@@ -84,7 +84,7 @@ thread_local! {
 /// whole stack read it five times per request (`benches/balance.rs`,
 /// `stack`). The reading precedes the inner call or poll by the time the
 /// layers in between take, which both latencies then share.
-#[inline]
+#[inline(always)]
 pub(crate) fn at<R>(now: Instant, f: impl FnOnce() -> R) -> R {
     struct Reset(Option<Instant>);
     impl Drop for Reset {
@@ -149,12 +149,14 @@ thread_local! {
 /// the endpoint the balancer picked, if a balancer picked one.
 ///
 /// Only the first [`MAX_AVOID`] ids are used.
+#[inline(always)]
 pub fn call_avoiding<R>(avoid: &[u64], f: impl FnOnce() -> R) -> (R, Option<u64>) {
     let (r, seen) = scoped(avoid, f);
     (r, seen.picked)
 }
 
 /// [`call_avoiding`], also saying whether the hint reached a balancer.
+#[inline(always)]
 pub(crate) fn scoped<R>(avoid: &[u64], f: impl FnOnce() -> R) -> (R, Seen) {
     let len = avoid.len().min(MAX_AVOID);
     let outer_avoid = (len > 0).then(|| {

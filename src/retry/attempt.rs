@@ -122,6 +122,7 @@ impl<F, T, E> Slot<F>
 where
     F: Future<Output = Result<T, E>>,
 {
+    #[inline(always)]
     pub(super) fn running(fut: F, now: Instant, timeout: Option<Duration>) -> Self {
         Slot::Running {
             fut,

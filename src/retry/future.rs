@@ -65,28 +65,32 @@ where
     S: Service<Req>,
     R: Replay<Req>,
 {
+    /// The future of a call, with its first attempt sent: `service` takes
+    /// `req` at `now`.
+    ///
+    /// The attempt's future is written straight into its slot, from inside
+    /// the scopes that carry the time and report the pick, so that only
+    /// `()` comes back out through them: returned through the scopes and
+    /// then moved into the slot, the balancer's future was copied five times
+    /// per request (about a tenth of the retry layer's cost in
+    /// `benches/balance.rs`, `stack/retry+balance`).
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
+    #[inline(always)]
+    pub(crate) fn send(
         service: S,
+        req: Req,
         shared: Arc<Shared<R>>,
         classify: C,
         kept: Option<R::Kept>,
-        fut: S::Future,
-        picked: Option<u64>,
         now: Instant,
         deadline: Option<Duration>,
     ) -> Self {
-        let mut tried = Tried {
-            ids: [0; MAX_AVOID],
-            len: 0,
-        };
-        tried.push(picked);
         let hedge_at = match &shared.hedge {
             Some(h) if kept.is_some() => Some(after(now, h.delay())),
             _ => None,
         };
-        Self {
-            primary: Slot::running(fut, now, shared.per_try_timeout),
+        let mut this = Self {
+            primary: Slot::Idle,
             hedges: Vec::new(),
             timer: Timer::Off,
             deadline: deadline.map(|d| after(now, d)),
@@ -95,7 +99,10 @@ where
             classify,
             kept,
             next: None,
-            tried,
+            tried: Tried {
+                ids: [0; MAX_AVOID],
+                len: 0,
+            },
             attempts: 1,
             retries: 0,
             hedges_sent: 0,
@@ -104,7 +111,15 @@ where
             last: Last::Nothing,
             wait: Wait::Backoff(None),
             refused: false,
-        }
+        };
+        let timeout = this.shared.per_try_timeout;
+        let ((), seen) = scope::at(now, || {
+            scoped(&[], || {
+                this.primary = Slot::running(this.service.call(req), now, timeout);
+            })
+        });
+        this.tried.push(seen.picked);
+        this
     }
 }
 

@@ -12,7 +12,6 @@ use super::layer::Shared;
 use super::replay::Replay;
 use super::stats::{RetryStats, bump};
 use super::{Budget, Error};
-use crate::balance::call_avoiding;
 use crate::classify::Classify;
 
 /// Retries, backs off and hedges calls to `S` (usually a
@@ -81,6 +80,7 @@ where
     /// later attempts), one copy of the request when retries are enabled
     /// (for a streaming body, a shared record instead), one `Arc` clone and
     /// one clone of the classifier.
+    #[inline]
     fn call(&mut self, req: Req) -> Self::Future {
         let shared = &self.shared;
         bump(&shared.stats.requests);
@@ -95,19 +95,17 @@ where
         // The ready service takes this call; the future keeps a fresh clone
         // for later attempts and drives it to readiness itself.
         let clone = self.inner.clone();
-        let mut ready = std::mem::replace(&mut self.inner, clone);
-        let (fut, picked) = crate::scope::at(now, || call_avoiding(&[], || ready.call(req)));
+        let ready = std::mem::replace(&mut self.inner, clone);
         let deadline = match (shared.deadline, own_deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        ResponseFuture::new(
+        ResponseFuture::send(
             ready,
+            req,
             Arc::clone(shared),
             self.classify.clone(),
             kept,
-            fut,
-            picked,
             now,
             deadline,
         )
