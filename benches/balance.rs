@@ -28,12 +28,10 @@ use tower::Layer;
 use tower::Service;
 use tower_lb::breaker::{CircuitBreakerConfig, CircuitBreakerLayer};
 use tower_lb::endpoint::{EndpointMeta, Locality};
-use tower_lb::outlier::OutlierDetection;
-use tower_lb::retry::{self, RetryLayer};
 use tower_lb::route::{Callers, Routing, Subset, ZoneAware};
 use tower_lb::{Balance, pick};
 
-use common::{Noop, one, tower_lb, tower_p2c};
+use common::{Noop, guarded, one, tower_lb, tower_p2c};
 
 fn per_request(c: &mut Criterion) {
     let mut cx = Context::from_waker(Waker::noop());
@@ -150,11 +148,7 @@ fn threads(c: &mut Criterion) {
     // 1024 endpoints: two threads rarely touch the same endpoint's lines.
     let wide = tower_lb(pick::PeakEwma::default(), 1024);
     // The retry layer's budget, shared by every thread, on top.
-    let retried = RetryLayer::builder()
-        .replay(retry::CloneRequest)
-        .build()
-        .expect("valid config")
-        .layer(tower_lb(pick::PeakEwma::default(), 8));
+    let retried = common::retry_layer().layer(tower_lb(pick::PeakEwma::default(), 8));
     for t in [1usize, 2, 4] {
         g.bench_function(BenchmarkId::new("shared_balance_8", t), |b| {
             b.iter_custom(|iters| shared_run(&lb, t, iters))
@@ -175,26 +169,10 @@ fn threads(c: &mut Criterion) {
     g.finish();
 }
 
-/// A `Balance` with per-endpoint breakers and outlier ejection.
-fn guarded(n: usize) -> Balance<usize, Noop> {
-    let mut b = Balance::builder()
-        .circuit_breaker(CircuitBreakerConfig::default())
-        .outlier_detection(OutlierDetection::default());
-    for i in 0..n {
-        b = b.endpoint(i, Noop);
-    }
-    b.build().expect("valid config")
-}
-
 fn stack(c: &mut Criterion) {
     let mut cx = Context::from_waker(Waker::noop());
     let mut g = c.benchmark_group("stack");
-    let retry = || {
-        RetryLayer::builder()
-            .replay(retry::CloneRequest)
-            .build()
-            .expect("valid config")
-    };
+    let retry = common::retry_layer;
     let mut bare = tower_lb(pick::PeakEwma::default(), 8);
     g.bench_function("balance", |b| {
         let mut i = 0;
@@ -220,7 +198,7 @@ fn stack(c: &mut Criterion) {
             one(&mut with_breaker, &mut cx, i)
         })
     });
-    let mut health = guarded(8);
+    let mut health = guarded(None);
     g.bench_function("balance+endpoint_breakers+ejection", |b| {
         let mut i = 0;
         b.iter(|| {
@@ -228,7 +206,7 @@ fn stack(c: &mut Criterion) {
             one(&mut health, &mut cx, i)
         })
     });
-    let mut whole = retry().layer(guarded(8));
+    let mut whole = retry().layer(guarded(None));
     g.bench_function("retry+balance+endpoint_breakers+ejection", |b| {
         let mut i = 0;
         b.iter(|| {
@@ -237,18 +215,9 @@ fn stack(c: &mut Criterion) {
         })
     });
     // Everything: retry, per-endpoint breakers, ejection, metrics.
-    let provider = opentelemetry_sdk::metrics::SdkMeterProvider::builder()
-        .with_reader(opentelemetry_sdk::metrics::ManualReader::builder().build())
-        .build();
+    let provider = common::meter_provider();
     let meter = opentelemetry::metrics::MeterProvider::meter(&provider, "bench");
-    let mut b = Balance::builder()
-        .circuit_breaker(CircuitBreakerConfig::default())
-        .outlier_detection(OutlierDetection::default())
-        .metrics(tower_lb::metrics::Metrics::new(&meter, "stack"));
-    for i in 0..8usize {
-        b = b.endpoint(i, Noop);
-    }
-    let mut full = retry().layer(b.build().expect("valid config"));
+    let mut full = retry().layer(guarded(Some(&meter)));
     g.bench_function("retry+balance+endpoint_breakers+ejection+metrics", |b| {
         let mut i = 0;
         b.iter(|| {
@@ -263,12 +232,9 @@ fn stack(c: &mut Criterion) {
 /// request (and times one pick in 64) on a real SDK meter provider.
 fn metrics(c: &mut Criterion) {
     use opentelemetry::metrics::MeterProvider;
-    use opentelemetry_sdk::metrics::{ManualReader, SdkMeterProvider};
     use tower_lb::metrics::Metrics;
 
-    let provider = SdkMeterProvider::builder()
-        .with_reader(ManualReader::builder().build())
-        .build();
+    let provider = common::meter_provider();
     let meter = provider.meter("bench");
     let mut cx = Context::from_waker(Waker::noop());
     let mut g = c.benchmark_group("metrics");

@@ -1,5 +1,6 @@
 //! What the benches share: a no-op inner service, one request through a
-//! service, and tower-lb's and tower's balancers over `n` of them.
+//! service, tower-lb's and tower's balancers over `n` of them, and the
+//! whole resilience stack.
 
 use std::convert::Infallible;
 use std::future::{Future, Ready, ready};
@@ -11,6 +12,10 @@ use std::time::Duration;
 use tower::Service;
 use tower::discover::ServiceList;
 use tower::load::{CompleteOnResponse, PeakEwma as TowerPeakEwma};
+use tower_lb::breaker::CircuitBreakerConfig;
+use tower_lb::classify::Inherit;
+use tower_lb::outlier::OutlierDetection;
+use tower_lb::retry::{self, RetryLayer};
 use tower_lb::{Balance, pick};
 
 /// The inner service: always ready, answers at once, allocates nothing.
@@ -69,4 +74,39 @@ pub fn tower_p2c(n: usize) -> impl Service<u64, Error = tower::BoxError> {
         )
     });
     tower::balance::p2c::Balance::new(ServiceList::new(endpoints))
+}
+
+/// The retry layer as the stack benches configure it: defaults, with the
+/// request replayed by clone.
+#[allow(dead_code)] // Not every bench uses every helper.
+pub fn retry_layer() -> RetryLayer<retry::CloneRequest, Inherit> {
+    RetryLayer::builder()
+        .replay(retry::CloneRequest)
+        .build()
+        .expect("valid config")
+}
+
+/// The default balancer over 8 no-op endpoints with per-endpoint breakers
+/// and outlier ejection, and metrics recorded on `meter` if given.
+#[allow(dead_code)]
+pub fn guarded(meter: Option<&opentelemetry::metrics::Meter>) -> Balance<usize, Noop> {
+    let mut b = Balance::builder()
+        .circuit_breaker(CircuitBreakerConfig::default())
+        .outlier_detection(OutlierDetection::default());
+    if let Some(meter) = meter {
+        b = b.metrics(tower_lb::metrics::Metrics::new(meter, "stack"));
+    }
+    for i in 0..8usize {
+        b = b.endpoint(i, Noop);
+    }
+    b.build().expect("valid config")
+}
+
+/// A meter provider with a manual reader (nothing exported), for benches
+/// that record metrics.
+#[allow(dead_code)]
+pub fn meter_provider() -> opentelemetry_sdk::metrics::SdkMeterProvider {
+    opentelemetry_sdk::metrics::SdkMeterProvider::builder()
+        .with_reader(opentelemetry_sdk::metrics::ManualReader::builder().build())
+        .build()
 }

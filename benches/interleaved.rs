@@ -1,0 +1,123 @@
+//! The per-request and stack ratios of `benches/balance.rs`, measured so
+//! that a noisy neighbour cannot decide them: every configuration runs in
+//! turn, in batches of 20,000 requests, 40 rounds, and each row reports the
+//! fastest batch (what the code costs when nothing interferes) and the
+//! median batch. On a shared VM criterion's estimate of one group can move
+//! by 20% between runs while a neighbour comes and goes; interleaving puts
+//! every row under the same neighbour, and the minimum ignores it.
+//!
+//! Run with `cargo bench --bench interleaved` (`ROUNDS=n` to change the
+//! number of rounds). Rows:
+//! * `default`, `classic`: `Balance` with `PeakEwma::default()` and
+//!   `PeakEwma::classic()`, 8 endpoints;
+//! * `tower_p2c`: tower's p2c over `PeakEwma`, 8 endpoints;
+//! * `retry`: the retry layer over the default `Balance`;
+//! * `tower_retry`: `tower::retry::Retry` with a policy that keeps a copy
+//!   of the request and never retries, over the same `Balance`: the least a
+//!   retry layer does per request (clone the service and the request, wrap
+//!   the future);
+//! * `whole`: retry, per-endpoint breakers, ejection and metrics over the
+//!   default `Balance` (as `stack/retry+balance+endpoint_breakers+ejection+metrics`).
+
+mod common;
+
+use std::convert::Infallible;
+use std::future::Ready;
+use std::task::{Context, Waker};
+use std::time::Instant;
+
+use tower::{Layer, Service};
+use tower_lb::pick;
+
+use common::{guarded, meter_provider, one, retry_layer, tower_lb, tower_p2c};
+
+/// Nanoseconds per request over one batch of `n`.
+fn batch<S: Service<u64>>(svc: &mut S, cx: &mut Context<'_>, n: u64) -> f64
+where
+    S::Error: std::fmt::Debug,
+{
+    let start = Instant::now();
+    for i in 0..n {
+        one(svc, cx, i);
+    }
+    start.elapsed().as_nanos() as f64 / n as f64
+}
+
+/// Keeps a copy of every request and never retries.
+#[derive(Clone)]
+struct Never;
+
+impl tower::retry::Policy<u64, u64, tower_lb::Error<Infallible>> for Never {
+    type Future = Ready<()>;
+    fn retry(
+        &mut self,
+        _: &mut u64,
+        _: &mut Result<u64, tower_lb::Error<Infallible>>,
+    ) -> Option<Self::Future> {
+        None
+    }
+    fn clone_request(&mut self, req: &u64) -> Option<u64> {
+        Some(*req)
+    }
+}
+
+/// One row: a name and a closure running one batch.
+type Row<'a> = (&'static str, Box<dyn FnMut(&mut Context<'_>) -> f64 + 'a>);
+
+fn main() {
+    const N: u64 = 20_000;
+    // `cargo bench` passes `--bench`; `cargo test --benches` does not, and
+    // then one round checks that every row runs.
+    let benching = std::env::args().any(|a| a == "--bench");
+    let rounds: usize = match std::env::var("ROUNDS").ok().and_then(|r| r.parse().ok()) {
+        Some(r) if r > 0 => r,
+        _ if benching => 40,
+        _ => 1,
+    };
+    let provider = meter_provider();
+    let meter = opentelemetry::metrics::MeterProvider::meter(&provider, "bench");
+    let mut default = tower_lb(pick::PeakEwma::default(), 8);
+    let mut classic = tower_lb(pick::PeakEwma::classic(), 8);
+    let mut tower = tower_p2c(8);
+    let mut retry = retry_layer().layer(tower_lb(pick::PeakEwma::default(), 8));
+    let mut tower_retry = tower::retry::Retry::new(Never, tower_lb(pick::PeakEwma::default(), 8));
+    let mut whole = retry_layer().layer(guarded(Some(&meter)));
+    let mut rows: Vec<Row<'_>> = vec![
+        ("default", Box::new(|cx| batch(&mut default, cx, N))),
+        ("classic", Box::new(|cx| batch(&mut classic, cx, N))),
+        ("tower_p2c", Box::new(|cx| batch(&mut tower, cx, N))),
+        ("retry", Box::new(|cx| batch(&mut retry, cx, N))),
+        ("tower_retry", Box::new(|cx| batch(&mut tower_retry, cx, N))),
+        ("whole", Box::new(|cx| batch(&mut whole, cx, N))),
+    ];
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut times = vec![Vec::with_capacity(rounds); rows.len()];
+    for _ in 0..rounds {
+        for (row, t) in rows.iter_mut().zip(&mut times) {
+            t.push((row.1)(&mut cx));
+        }
+    }
+    let mut min = Vec::new();
+    let mut median = Vec::new();
+    for t in &mut times {
+        t.sort_by(f64::total_cmp);
+        min.push(t[0]);
+        median.push(t[t.len() / 2]);
+    }
+    println!(
+        "{rounds} rounds of {N} requests per row; ns per request, fastest batch / median batch"
+    );
+    for (i, (name, _)) in rows.iter().enumerate() {
+        println!("  {name:<12} {:>7.1} / {:>7.1}", min[i], median[i]);
+    }
+    let ratio = |a: usize, b: usize| (min[a] / min[b], median[a] / median[b]);
+    for (label, (a, b)) in [
+        ("default / tower_p2c", ratio(0, 2)),
+        ("classic / tower_p2c", ratio(1, 2)),
+        ("retry / default", ratio(3, 0)),
+        ("tower_retry / default", ratio(4, 0)),
+        ("whole / default", ratio(5, 0)),
+    ] {
+        println!("  {label:<22} {a:.2} / {b:.2}");
+    }
+}
