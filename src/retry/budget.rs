@@ -72,6 +72,11 @@ struct Window {
     slots: [i64; BUCKETS],
     /// Absolute index (since `epoch`) of the current bucket.
     head: u64,
+    /// When the current bucket ends: `epoch + (head + 1) · bucket`. Until
+    /// then a deposit compares two instants; only the first one after it
+    /// converts its reading and divides to find the new bucket (a 64-bit
+    /// division and a conversion were a third of each deposit).
+    ends: Instant,
 }
 
 impl Default for Budget {
@@ -116,13 +121,16 @@ impl Budget {
 
     fn build(ttl: Duration, min_per_sec: u32, ratio: f64) -> Self {
         let reserve = (f64::from(min_per_sec) * ttl.as_secs_f64() * UNIT as f64).round() as i64;
+        let epoch = Instant::now();
+        let bucket_ns = (ttl.as_nanos() / BUCKETS as u128).max(1) as u64;
         Self {
             window: Mutex::new(Window {
                 slots: [0; BUCKETS],
                 head: 0,
+                ends: crate::time::after(epoch, Duration::from_nanos(bucket_ns)),
             }),
-            epoch: Instant::now(),
-            bucket_ns: (ttl.as_nanos() / BUCKETS as u128).max(1) as u64,
+            epoch,
+            bucket_ns,
             deposit: (ratio * UNIT as f64).round() as i64,
             reserve,
             ttl,
@@ -188,16 +196,22 @@ impl Budget {
 
     /// [`with_window`](Self::with_window) at `now`.
     fn with_window_at<T>(&self, now: Instant, f: impl FnOnce(&mut Window, usize) -> T) -> T {
-        let since = crate::time::nanos(now.saturating_duration_since(self.epoch));
-        let idx = since / self.bucket_ns;
         // Nothing here can panic, so a poisoned lock still holds sound data.
         let mut w = self.window.lock().unwrap_or_else(|e| e.into_inner());
-        if idx > w.head {
-            let stale = (idx - w.head).min(BUCKETS as u64);
-            for k in 0..stale {
-                w.slots[((idx - k) % BUCKETS as u64) as usize] = 0;
+        if now >= w.ends {
+            // `now` is past the head bucket, so its index is above `head`
+            // (checked all the same: `ends` saturates at the far future).
+            let since = crate::time::nanos(now.saturating_duration_since(self.epoch));
+            let idx = since / self.bucket_ns;
+            if idx > w.head {
+                let stale = (idx - w.head).min(BUCKETS as u64);
+                for k in 0..stale {
+                    w.slots[((idx - k) % BUCKETS as u64) as usize] = 0;
+                }
+                w.head = idx;
             }
-            w.head = idx;
+            let end_ns = w.head.saturating_add(1).saturating_mul(self.bucket_ns);
+            w.ends = crate::time::after(self.epoch, Duration::from_nanos(end_ns));
         }
         let slot = (w.head % BUCKETS as u64) as usize;
         f(&mut w, slot)
@@ -254,6 +268,60 @@ mod tests {
         b.deposit();
         tokio::time::advance(Duration::from_secs(3600)).await;
         assert_eq!(b.balance(), 0.0);
+    }
+
+    /// The window as it was kept before `ends`: every operation converts
+    /// its reading and divides to find its bucket.
+    struct Reference {
+        slots: [i64; BUCKETS],
+        head: u64,
+    }
+
+    impl Reference {
+        fn at(&mut self, b: &Budget, now: Instant) -> usize {
+            let since = crate::time::nanos(now.saturating_duration_since(b.epoch));
+            let idx = since / b.bucket_ns;
+            if idx > self.head {
+                for k in 0..(idx - self.head).min(BUCKETS as u64) {
+                    self.slots[((idx - k) % BUCKETS as u64) as usize] = 0;
+                }
+                self.head = idx;
+            }
+            (self.head % BUCKETS as u64) as usize
+        }
+    }
+
+    proptest::proptest! {
+        /// Rotating on `ends` keeps exactly the deposits and withdrawals
+        /// the division did, at bucket edges (0, 1 ns either side of a
+        /// multiple of the bucket) and across long gaps.
+        #[test]
+        fn rotating_at_the_bucket_end_matches_dividing(
+            steps in proptest::collection::vec((0u8..6, 0u64..3_000_000_000, proptest::bool::ANY), 1..200),
+        ) {
+            let b = Budget::new(Duration::from_secs(10), 0, 0.5).unwrap();
+            let mut r = Reference { slots: [0; BUCKETS], head: 0 };
+            let mut t = 0u64;
+            for (kind, ns, deposit) in steps {
+                let bucket = b.bucket_ns;
+                t = match kind {
+                    0 => t,
+                    1 => (t / bucket + 1) * bucket,
+                    2 => (t / bucket + 1) * bucket - 1,
+                    3 => (t / bucket + 1) * bucket + 1,
+                    4 => t + 50 * bucket + ns,
+                    _ => t + ns,
+                };
+                let now = b.epoch + Duration::from_nanos(t);
+                let slot = r.at(&b, now);
+                let unit = if deposit { b.deposit } else { -UNIT };
+                r.slots[slot] += unit;
+                b.with_window_at(now, |w, slot| w.slots[slot] += unit);
+                let want: i64 = r.slots.iter().sum();
+                let got = b.with_window_at(now, |w, _| w.slots.iter().sum::<i64>());
+                proptest::prop_assert_eq!(got, want, "at {} ns", t);
+            }
+        }
     }
 
     #[test]
