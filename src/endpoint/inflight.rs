@@ -38,6 +38,7 @@ pub struct InFlight {
 }
 
 impl InFlight {
+    #[cfg(test)]
     pub(super) fn new(state: Arc<EndpointState>, concurrency: usize) -> Self {
         Self {
             state,
@@ -59,19 +60,22 @@ impl InFlight {
         self.concurrency
     }
 
-    /// Attaches the breaker permit the call was admitted with.
+    /// A call started at `now_ns` (since the balancer's epoch) on a slot
+    /// already taken, with its breaker `ticket` if the endpoint has one.
     #[inline]
-    pub(crate) fn with_ticket(mut self, ticket: Option<Ticket>) -> Self {
-        self.ticket = ticket;
-        self
-    }
-
-    /// Starts the call's clock (`now_ns` since the balancer's epoch).
-    #[inline]
-    pub(crate) fn started_at(mut self, now_ns: u64) -> Self {
-        self.start_ns = now_ns;
-        self.pending = true;
-        self
+    pub(super) fn started(
+        state: Arc<EndpointState>,
+        concurrency: usize,
+        ticket: Option<Ticket>,
+        start_ns: u64,
+    ) -> Self {
+        Self {
+            state,
+            concurrency,
+            ticket,
+            start_ns,
+            pending: true,
+        }
     }
 
     /// Ends the call: measures its latency, asks `classify` for its outcome
@@ -175,7 +179,9 @@ impl Drop for InFlight {
                 state.model.judge.abandoned(state, self.ticket.take());
             }
         } else if let Some(t) = self.ticket.take() {
-            // Admitted but never started (a lost race for the slot).
+            // A ticket on a call never started: `start` starts every call it
+            // admits, so only a guard built otherwise gets here; its probe is
+            // given back all the same.
             self.state.model.judge.abandoned(&self.state, Some(t));
         }
         self.state.release();

@@ -310,9 +310,48 @@ impl EndpointState {
             + self.abandoned.load(Ordering::Relaxed)
     }
 
-    /// Takes one in-flight slot, unless the endpoint already has `cap`.
-    #[inline]
+    /// Takes one in-flight slot, unless the endpoint already has `cap` (a
+    /// guard with no call started: pickers' tests load endpoints with it).
+    #[cfg(test)]
     pub(crate) fn try_acquire(self: &Arc<Self>, cap: Option<usize>) -> Option<InFlight> {
+        let concurrency = self.take_slot(cap)?;
+        Some(InFlight::new(Arc::clone(self), concurrency))
+    }
+
+    /// Takes one in-flight slot, unless the endpoint already has `cap`, then
+    /// asks `ticket` (the breaker's permit) and starts the call at `now_ns`;
+    /// the slot is given back if `ticket` refuses.
+    ///
+    /// The guard is built once, complete, rather than taken and then filled
+    /// in by value: each step moved it, and the moves' partial writes and
+    /// wide reads stalled store forwarding on the request path
+    /// (`benches/interleaved.rs`, `default`).
+    #[inline]
+    pub(crate) fn start<E>(
+        self: &Arc<Self>,
+        cap: Option<usize>,
+        now_ns: u64,
+        ticket: impl FnOnce(&Self) -> Result<Option<crate::breaker::Ticket>, E>,
+    ) -> Option<InFlight> {
+        let concurrency = self.take_slot(cap)?;
+        match ticket(self) {
+            Ok(ticket) => Some(InFlight::started(
+                Arc::clone(self),
+                concurrency,
+                ticket,
+                now_ns,
+            )),
+            Err(_) => {
+                self.release();
+                None
+            }
+        }
+    }
+
+    /// Takes one in-flight slot, unless the endpoint already has `cap`;
+    /// returns the count in flight with it.
+    #[inline]
+    fn take_slot(&self, cap: Option<usize>) -> Option<usize> {
         let before = match cap {
             None => self.hot.in_flight.fetch_add(1, Ordering::Relaxed),
             Some(cap) => self
@@ -323,7 +362,7 @@ impl EndpointState {
                 })
                 .ok()?,
         };
-        Some(InFlight::new(Arc::clone(self), before + 1))
+        Some(before + 1)
     }
 
     /// Gives an in-flight slot back.

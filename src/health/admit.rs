@@ -27,12 +27,10 @@ impl Health {
         now: Instant,
         now_ns: u64,
     ) -> Option<InFlight> {
-        let guard = state.try_acquire(cap.of(state))?;
-        let ticket = match state.breaker() {
-            Some(b) => Some(b.acquire_ticket(now).ok()?),
-            None => None,
-        };
-        Some(guard.with_ticket(ticket).started_at(now_ns))
+        state.start(cap.of(state), now_ns, |s| match s.breaker() {
+            Some(b) => b.acquire_ticket(now).map(Some),
+            None => Ok(None),
+        })
     }
 
     /// Why no endpoint of `states` took the call, counted once per
