@@ -98,8 +98,8 @@ impl Completion {
     /// reading the clock again.
     #[inline]
     pub fn finish_at_answer(mut self) {
-        if let Some(guard) = self.guard.take() {
-            let (now, now_ns) = self.answered;
+        let (now, now_ns) = self.answered;
+        if let Some(guard) = &mut self.guard {
             guard.settle_at(self.outcome, self.latency, now, now_ns);
         }
     }
@@ -125,7 +125,11 @@ impl Completion {
 
 impl Drop for Completion {
     fn drop(&mut self) {
-        if let Some(guard) = self.guard.take() {
+        // A guard already recorded (`finish_at_answer`) is only released,
+        // by its own drop after this one.
+        if let Some(guard) = &mut self.guard
+            && guard.is_pending()
+        {
             let (now, now_ns, _) = guard.elapsed();
             guard.settle_at(self.outcome, self.latency, now, now_ns);
         }

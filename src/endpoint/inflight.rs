@@ -112,17 +112,29 @@ impl InFlight {
         self.settle_timeout();
     }
 
-    /// Records the call with `outcome` and `latency` at `now`, then
-    /// releases the slot.
+    /// Records the call with `outcome` and `latency` at `now`, if it is
+    /// still pending; the slot is released when the guard drops.
+    ///
+    /// In place: a [`Completion`] records through its guard without moving
+    /// it out first (the move, right after the guard was moved in, stalled
+    /// store forwarding at every answer).
     #[inline]
     pub(super) fn settle_at(
-        mut self,
+        &mut self,
         outcome: Outcome,
         latency: Duration,
         now: Instant,
         now_ns: u64,
     ) {
-        self.settle(outcome, latency, now, now_ns);
+        if self.is_pending() {
+            self.settle(outcome, latency, now, now_ns);
+        }
+    }
+
+    /// Dispatched and not yet recorded.
+    #[inline]
+    pub(super) fn is_pending(&self) -> bool {
+        self.started.is_some()
     }
 
     /// The time now, in ns since the epoch, and the call's latency so far.
