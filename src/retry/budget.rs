@@ -1,6 +1,7 @@
 //! The retry budget: retries may add at most a fixed share to the load.
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -29,6 +30,9 @@ const BUCKETS: usize = 10;
 /// 0.6 becomes 1/1 and lets every request retry — tower issue #857.)
 const UNIT: i64 = 1_000_000;
 
+/// Most shards deposits are spread over (see [`Budget`]).
+const MAX_SHARDS: usize = 16;
+
 /// A retry budget with Finagle/linkerd semantics: every request deposits
 /// `ratio` of a retry, every retry (and every hedge) withdraws one; deposits
 /// and withdrawals expire after `ttl`, and `min_per_sec · ttl` retries are
@@ -39,10 +43,17 @@ const UNIT: i64 = 1_000_000;
 /// `1 + ratio` times its normal load (plus the floor), never a retry storm.
 ///
 /// Shared by every clone of a [`RetryLayer`](super::RetryLayer)'s services.
-/// Cost: one uncontended `Mutex` lock per request and per retry; the
-/// critical section is a handful of integer additions, so deposit and
-/// withdrawal are exact under concurrency (a lock-free design must either
-/// check-then-act, overdrawing under races, or pack counters into one word).
+/// Deposits are spread over shards (the machine's parallelism rounded down
+/// to a power of two, at most 16), one per thread in turn, each its own
+/// lock on its own cache lines: threads depositing at once do not take
+/// turns on one lock and hand its line between their cores on every
+/// request, as they did with a single window. A deposit locks its thread's
+/// shard, uncontended unless more threads than shards deposit at once; a
+/// withdrawal (a retry, rare) locks every shard in order, so it sees every
+/// deposit made before it and no other withdrawal can overdraw at the same
+/// time: deposit and withdrawal stay exact under concurrency (a lock-free
+/// design must either check-then-act, overdrawing under races, or pack
+/// counters into one word).
 ///
 /// ```
 /// use std::time::Duration;
@@ -57,7 +68,7 @@ const UNIT: i64 = 1_000_000;
 /// ```
 #[derive(Debug)]
 pub struct Budget {
-    window: Mutex<Window>,
+    shards: Box<[Shard]>,
     epoch: Instant,
     bucket_ns: u64,
     deposit: i64,
@@ -67,6 +78,21 @@ pub struct Budget {
     ratio: f64,
 }
 
+/// One shard's window, alone on its cache lines.
+#[derive(Debug)]
+#[repr(align(128))]
+struct Shard(Mutex<Window>);
+
+impl Shard {
+    fn lock(&self) -> MutexGuard<'_, Window> {
+        // Nothing under the lock can panic, so a poisoned lock still holds
+        // sound data.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Deposits and withdrawals per bucket of `ttl / BUCKETS`, the last
+/// `BUCKETS` buckets.
 #[derive(Debug)]
 struct Window {
     slots: [i64; BUCKETS],
@@ -77,6 +103,49 @@ struct Window {
     /// converts its reading and divides to find the new bucket (a 64-bit
     /// division and a conversion were a third of each deposit).
     ends: Instant,
+}
+
+impl Window {
+    fn new(epoch: Instant, bucket_ns: u64) -> Self {
+        Self {
+            slots: [0; BUCKETS],
+            head: 0,
+            ends: crate::time::after(epoch, Duration::from_nanos(bucket_ns)),
+        }
+    }
+
+    /// Moves the window to `now`, clearing the buckets that expired, and
+    /// returns the current bucket's slot.
+    fn rotate(&mut self, now: Instant, epoch: Instant, bucket_ns: u64) -> usize {
+        if now >= self.ends {
+            // `now` is past the head bucket, so its index is above `head`
+            // (checked all the same: `ends` saturates at the far future).
+            let since = crate::time::nanos(now.saturating_duration_since(epoch));
+            let idx = since / bucket_ns;
+            if idx > self.head {
+                let stale = (idx - self.head).min(BUCKETS as u64);
+                for k in 0..stale {
+                    self.slots[((idx - k) % BUCKETS as u64) as usize] = 0;
+                }
+                self.head = idx;
+            }
+            let end_ns = self.head.saturating_add(1).saturating_mul(bucket_ns);
+            self.ends = crate::time::after(epoch, Duration::from_nanos(end_ns));
+        }
+        (self.head % BUCKETS as u64) as usize
+    }
+
+    fn sum(&self) -> i64 {
+        self.slots.iter().fold(0, |a, &b| a.saturating_add(b))
+    }
+}
+
+/// Numbers threads in the order they first deposit: thread `k` uses shard
+/// `k mod shards`.
+static NEXT_THREAD: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static THREAD: usize = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
 }
 
 impl Default for Budget {
@@ -123,12 +192,13 @@ impl Budget {
         let reserve = (f64::from(min_per_sec) * ttl.as_secs_f64() * UNIT as f64).round() as i64;
         let epoch = Instant::now();
         let bucket_ns = (ttl.as_nanos() / BUCKETS as u128).max(1) as u64;
+        let parallelism = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // A power of two, so that a thread finds its shard with a mask.
+        let shards = 1 << parallelism.min(MAX_SHARDS).ilog2();
         Self {
-            window: Mutex::new(Window {
-                slots: [0; BUCKETS],
-                head: 0,
-                ends: crate::time::after(epoch, Duration::from_nanos(bucket_ns)),
-            }),
+            shards: (0..shards)
+                .map(|_| Shard(Mutex::new(Window::new(epoch, bucket_ns))))
+                .collect(),
             epoch,
             bucket_ns,
             deposit: (ratio * UNIT as f64).round() as i64,
@@ -146,32 +216,40 @@ impl Budget {
 
     /// [`deposit`](Self::deposit) at `now` (the retry layer's reading).
     pub(crate) fn deposit_at(&self, now: Instant) {
-        let deposit = self.deposit;
-        self.with_window_at(now, |w, slot| {
-            w.slots[slot] = w.slots[slot].saturating_add(deposit)
-        });
+        let shard = THREAD.with(|t| *t) & (self.shards.len() - 1);
+        let mut w = self.shards[shard].lock();
+        let slot = w.rotate(now, self.epoch, self.bucket_ns);
+        w.slots[slot] = w.slots[slot].saturating_add(self.deposit);
     }
 
     /// Takes one retry from the budget; `false` (and nothing taken) if the
     /// budget holds less than one.
     pub fn withdraw(&self) -> bool {
-        let reserve = self.reserve;
-        self.with_window(|w, slot| {
-            let balance = w.slots.iter().fold(reserve, |a, &b| a.saturating_add(b));
-            if balance >= UNIT {
-                w.slots[slot] -= UNIT;
-                true
-            } else {
-                false
+        self.with_every_shard(|reserve, windows| {
+            let balance = windows
+                .iter()
+                .flatten()
+                .fold(reserve, |a, (w, _)| a.saturating_add(w.sum()));
+            if balance < UNIT {
+                return false;
             }
+            // Any shard may hold the withdrawal: only the sum counts.
+            if let Some((w, slot)) = windows[0].as_mut() {
+                w.slots[*slot] -= UNIT;
+            }
+            true
         })
     }
 
     /// Retries the budget would allow right now (fractional).
     pub fn balance(&self) -> f64 {
-        let reserve = self.reserve;
-        self.with_window(|w, _| w.slots.iter().fold(reserve, |a, &b| a.saturating_add(b))) as f64
-            / UNIT as f64
+        let units = self.with_every_shard(|reserve, windows| {
+            windows
+                .iter()
+                .flatten()
+                .fold(reserve, |a, (w, _)| a.saturating_add(w.sum()))
+        });
+        units as f64 / UNIT as f64
     }
 
     /// The configured time a deposit stays.
@@ -189,157 +267,25 @@ impl Budget {
         self.ratio
     }
 
-    /// Runs `f` on the window, rotated to now, and the current slot.
-    fn with_window<T>(&self, f: impl FnOnce(&mut Window, usize) -> T) -> T {
-        self.with_window_at(Instant::now(), f)
-    }
-
-    /// [`with_window`](Self::with_window) at `now`.
-    fn with_window_at<T>(&self, now: Instant, f: impl FnOnce(&mut Window, usize) -> T) -> T {
-        // Nothing here can panic, so a poisoned lock still holds sound data.
-        let mut w = self.window.lock().unwrap_or_else(|e| e.into_inner());
-        if now >= w.ends {
-            // `now` is past the head bucket, so its index is above `head`
-            // (checked all the same: `ends` saturates at the far future).
-            let since = crate::time::nanos(now.saturating_duration_since(self.epoch));
-            let idx = since / self.bucket_ns;
-            if idx > w.head {
-                let stale = (idx - w.head).min(BUCKETS as u64);
-                for k in 0..stale {
-                    w.slots[((idx - k) % BUCKETS as u64) as usize] = 0;
-                }
-                w.head = idx;
-            }
-            let end_ns = w.head.saturating_add(1).saturating_mul(self.bucket_ns);
-            w.ends = crate::time::after(self.epoch, Duration::from_nanos(end_ns));
-        }
-        let slot = (w.head % BUCKETS as u64) as usize;
-        f(&mut w, slot)
+    /// Runs `f` with the reserve and every shard's window (the first
+    /// `shards` entries), locked in order and moved to now, each with its
+    /// current slot. On the stack: a withdrawal allocates nothing.
+    fn with_every_shard<T>(
+        &self,
+        f: impl FnOnce(i64, &mut [Option<(MutexGuard<'_, Window>, usize)>]) -> T,
+    ) -> T {
+        let now = Instant::now();
+        let mut locked: [Option<(MutexGuard<'_, Window>, usize)>; MAX_SHARDS] =
+            std::array::from_fn(|i| {
+                self.shards.get(i).map(|s| {
+                    let mut w = s.lock();
+                    let slot = w.rotate(now, self.epoch, self.bucket_ns);
+                    (w, slot)
+                })
+            });
+        f(self.reserve, &mut locked)
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn exact_for_every_ratio() {
-        for (ratio, want) in [(0.6, 600), (0.2, 200), (0.5, 500), (1.0, 1000), (0.0, 0)] {
-            let b = Budget::new(Duration::from_secs(10), 0, ratio).unwrap();
-            for _ in 0..1000 {
-                b.deposit();
-            }
-            let got = (0..2000).filter(|_| b.withdraw()).count();
-            assert_eq!(got, want, "ratio {ratio}");
-        }
-        // A third: 333.333 retries per 1000 requests, never 500 or 1000.
-        let b = Budget::new(Duration::from_secs(10), 0, 1.0 / 3.0).unwrap();
-        for _ in 0..3000 {
-            b.deposit();
-        }
-        assert_eq!((0..3000).filter(|_| b.withdraw()).count(), 999);
-    }
-
-    #[test]
-    fn floor_allows_min_per_sec_times_ttl() {
-        let b = Budget::new(Duration::from_secs(10), 10, 0.2).unwrap();
-        assert_eq!((0..1000).filter(|_| b.withdraw()).count(), 100);
-        assert_eq!(b.balance(), 0.0);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn deposits_and_withdrawals_expire_after_ttl() {
-        let b = Budget::new(Duration::from_secs(10), 0, 1.0).unwrap();
-        for _ in 0..10 {
-            b.deposit();
-        }
-        assert_eq!(b.balance(), 10.0);
-        tokio::time::advance(Duration::from_secs(5)).await;
-        assert!(b.withdraw());
-        assert_eq!(b.balance(), 9.0);
-        // The deposits (bucket 0) expire at 10 s; the withdrawal (bucket 5)
-        // stays until 15 s.
-        tokio::time::advance(Duration::from_millis(5001)).await;
-        assert_eq!(b.balance(), -1.0);
-        assert!(!b.withdraw());
-        tokio::time::advance(Duration::from_secs(5)).await;
-        assert_eq!(b.balance(), 0.0);
-        // A long idle gap clears everything.
-        b.deposit();
-        tokio::time::advance(Duration::from_secs(3600)).await;
-        assert_eq!(b.balance(), 0.0);
-    }
-
-    /// The window as it was kept before `ends`: every operation converts
-    /// its reading and divides to find its bucket.
-    struct Reference {
-        slots: [i64; BUCKETS],
-        head: u64,
-    }
-
-    impl Reference {
-        fn at(&mut self, b: &Budget, now: Instant) -> usize {
-            let since = crate::time::nanos(now.saturating_duration_since(b.epoch));
-            let idx = since / b.bucket_ns;
-            if idx > self.head {
-                for k in 0..(idx - self.head).min(BUCKETS as u64) {
-                    self.slots[((idx - k) % BUCKETS as u64) as usize] = 0;
-                }
-                self.head = idx;
-            }
-            (self.head % BUCKETS as u64) as usize
-        }
-    }
-
-    proptest::proptest! {
-        /// Rotating on `ends` keeps exactly the deposits and withdrawals
-        /// the division did, at bucket edges (0, 1 ns either side of a
-        /// multiple of the bucket) and across long gaps.
-        #[test]
-        fn rotating_at_the_bucket_end_matches_dividing(
-            steps in proptest::collection::vec((0u8..6, 0u64..3_000_000_000, proptest::bool::ANY), 1..200),
-        ) {
-            let b = Budget::new(Duration::from_secs(10), 0, 0.5).unwrap();
-            let mut r = Reference { slots: [0; BUCKETS], head: 0 };
-            let mut t = 0u64;
-            for (kind, ns, deposit) in steps {
-                let bucket = b.bucket_ns;
-                t = match kind {
-                    0 => t,
-                    1 => (t / bucket + 1) * bucket,
-                    2 => (t / bucket + 1) * bucket - 1,
-                    3 => (t / bucket + 1) * bucket + 1,
-                    4 => t + 50 * bucket + ns,
-                    _ => t + ns,
-                };
-                let now = b.epoch + Duration::from_nanos(t);
-                let slot = r.at(&b, now);
-                let unit = if deposit { b.deposit } else { -UNIT };
-                r.slots[slot] += unit;
-                b.with_window_at(now, |w, slot| w.slots[slot] += unit);
-                let want: i64 = r.slots.iter().sum();
-                let got = b.with_window_at(now, |w, _| w.slots.iter().sum::<i64>());
-                proptest::prop_assert_eq!(got, want, "at {} ns", t);
-            }
-        }
-    }
-
-    #[test]
-    fn config_errors() {
-        let ttl = Duration::from_secs(10);
-        for (r, field) in [
-            (
-                Budget::new(Duration::from_millis(999), 1, 0.2),
-                "budget.ttl",
-            ),
-            (Budget::new(Duration::from_secs(61), 1, 0.2), "budget.ttl"),
-            (Budget::new(ttl, 1_000_001, 0.2), "budget.min_per_sec"),
-            (Budget::new(ttl, 1, -0.1), "budget.ratio"),
-            (Budget::new(ttl, 1, 1000.1), "budget.ratio"),
-            (Budget::new(ttl, 1, f64::NAN), "budget.ratio"),
-        ] {
-            assert_eq!(r.unwrap_err().field(), field);
-        }
-        assert!(Budget::new(Duration::from_secs(60), 1_000_000, 1000.0).is_ok());
-    }
-}
+mod tests;
