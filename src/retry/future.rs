@@ -13,8 +13,8 @@ use tower_service::Service;
 
 use super::Error;
 use super::attempt::{Last, Phase, Slot, SlotPoll, Stop, Timer, Tried, Wait, finish, min_at};
-use super::layer::Shared;
 use super::replay::Replay;
+use super::service::Own;
 use super::stats::bump;
 use crate::balance::MAX_AVOID;
 use crate::classify::{Advice, Classify, Outcome};
@@ -42,8 +42,10 @@ pin_project! {
         hedges: Vec<Pin<Box<Slot<S::Future>>>>,
         #[pin]
         timer: Timer,
-        service: S,
-        shared: Arc<Shared<R>>,
+        // What later attempts and hedges run on, cloned from the wrapped
+        // service when the first of them is due.
+        service: Option<S>,
+        own: Arc<Own<S, R>>,
         classify: C,
         kept: Option<R::Kept>,
         next: Option<Req>,
@@ -77,25 +79,27 @@ where
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(crate) fn send(
-        service: S,
+        ready: &mut S,
         req: Req,
-        shared: Arc<Shared<R>>,
+        own: Arc<Own<S, R>>,
         classify: C,
         kept: Option<R::Kept>,
         now: Instant,
         deadline: Option<Duration>,
     ) -> Self {
+        let shared = &*own.shared;
         let hedge_at = match &shared.hedge {
             Some(h) if kept.is_some() => Some(after(now, h.delay())),
             _ => None,
         };
+        let timeout = shared.per_try_timeout;
         let mut this = Self {
             primary: Slot::Idle,
             hedges: Vec::new(),
             timer: Timer::Off,
             deadline: deadline.map(|d| after(now, d)),
-            service,
-            shared,
+            service: None,
+            own,
             classify,
             kept,
             next: None,
@@ -112,10 +116,9 @@ where
             wait: Wait::Backoff(None),
             refused: false,
         };
-        let timeout = this.shared.per_try_timeout;
         let ((), seen) = scope::at(now, || {
             scoped(&[], || {
-                this.primary = Slot::running(this.service.call(req), now, timeout);
+                this.primary = Slot::running(ready.call(req), now, timeout);
             })
         });
         this.tried.push(seen.picked);
@@ -125,7 +128,7 @@ where
 
 impl<S, Req, R, C> Future for ResponseFuture<S, Req, R, C>
 where
-    S: Service<Req>,
+    S: Service<Req> + Clone,
     R: Replay<Req>,
     C: Classify<S::Response, S::Error>,
 {
@@ -133,7 +136,8 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
-        let shared = &**this.shared;
+        let own = &**this.own;
+        let shared = &*own.shared;
         let hedger = shared.hedge.as_ref();
         loop {
             let now = Instant::now();
@@ -221,7 +225,8 @@ where
                             && !*this.refused
                             && *this.attempts < shared.max_attempts;
                         if may_hedge && this.hedge_at.is_some_and(|t| now >= t) {
-                            match this.service.poll_ready(cx) {
+                            let service = this.service.get_or_insert_with(|| own.spare());
+                            match service.poll_ready(cx) {
                                 // The service wakes us when ready.
                                 Poll::Pending => {}
                                 Poll::Ready(Err(_)) => *this.hedge_at = None,
@@ -233,7 +238,8 @@ where
                                         && shared.withdraw()
                                     {
                                         prepare(&shared.replay, &mut req, *this.deadline, now);
-                                        let service = &mut *this.service;
+                                        let service =
+                                            this.service.get_or_insert_with(|| own.spare());
                                         let tried = &this.tried.ids[..this.tried.len];
                                         let (fut, seen) =
                                             scope::at(now, || scoped(tried, || service.call(req)));
@@ -319,7 +325,11 @@ where
                         return Poll::Pending;
                     }
                 }
-                Phase::Ready => match this.service.poll_ready(cx) {
+                Phase::Ready => match this
+                    .service
+                    .get_or_insert_with(|| own.spare())
+                    .poll_ready(cx)
+                {
                     Poll::Pending => match *this.deadline {
                         Some(d) if this.timer.as_mut().poll_at(d, cx).is_ready() => {}
                         _ => return Poll::Pending,
@@ -337,7 +347,7 @@ where
                             }));
                         };
                         prepare(&shared.replay, &mut req, *this.deadline, now);
-                        let service = &mut *this.service;
+                        let service = this.service.get_or_insert_with(|| own.spare());
                         let tried = &this.tried.ids[..this.tried.len];
                         let (fut, seen) = scope::at(now, || scoped(tried, || service.call(req)));
                         this.tried.record(seen, &shared.stats);

@@ -9,6 +9,7 @@ use tower_layer::Layer;
 use super::budget::Budget;
 use super::hedge::{Hedge, Hedger};
 use super::replay::Replayable;
+use super::service::Own;
 use super::stats::{RetryStats, bump};
 use super::{Backoff, Retry};
 use crate::classify::{Classified, Inherit, MAX_RETRY_AFTER};
@@ -133,14 +134,14 @@ impl<R, C> RetryLayer<R, C> {
     }
 }
 
-impl<S, R, C: ClassifyWith<S>> Layer<S> for RetryLayer<R, C> {
+impl<S: Clone, R, C: ClassifyWith<S>> Layer<S> for RetryLayer<R, C> {
     type Service = Retry<S, R, C::Classifier>;
 
     fn layer(&self, inner: S) -> Self::Service {
         Retry {
             classify: C::classifier(&self.classify, &inner),
+            own: Arc::new(Own::new(Arc::clone(&self.shared), &inner)),
             inner,
-            shared: Arc::clone(&self.shared),
         }
     }
 }

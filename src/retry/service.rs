@@ -1,7 +1,7 @@
 //! [`Retry`]: the service a [`RetryLayer`](super::RetryLayer) wraps around
 //! another.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use tokio::time::Instant;
@@ -17,18 +17,49 @@ use crate::classify::Classify;
 /// Retries, backs off and hedges calls to `S` (usually a
 /// [`Balance`](crate::Balance)); see the [module docs](super).
 ///
-/// Cloning is cheap when `S` is (one `Arc` for the shared state).
+/// The first attempt of each call goes to the service that was polled
+/// ready; later attempts and hedges go to a clone of the wrapped service,
+/// made only when a call needs one. Cloning is cheap when `S` is (one
+/// `Arc` for the shared state).
 pub struct Retry<S, R, C> {
     pub(crate) inner: S,
-    pub(crate) shared: Arc<Shared<R>>,
+    pub(crate) own: Arc<Own<S, R>>,
     pub(crate) classify: C,
+}
+
+/// What one wrapped service and its clones share: the layer's state, and
+/// the service later attempts are cloned from.
+///
+/// Cloning the inner service on every call (to keep one for retries, as
+/// `tower::retry` does) cost a `Balance` two reference counts up and two
+/// down per request, on lines every thread calling it writes; most calls
+/// never retry, so the clone is made when one does (`benches/balance.rs`,
+/// `threads/shared_retry_balance_8`).
+pub(crate) struct Own<S, R> {
+    pub(crate) shared: Arc<Shared<R>>,
+    spare: Mutex<S>,
+}
+
+impl<S: Clone, R> Own<S, R> {
+    pub(crate) fn new(shared: Arc<Shared<R>>, inner: &S) -> Self {
+        Self {
+            shared,
+            spare: Mutex::new(inner.clone()),
+        }
+    }
+
+    /// A clone of the wrapped service, for a later attempt.
+    pub(crate) fn spare(&self) -> S {
+        // Cloning holds no invariant a panic could break halfway.
+        self.spare.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 impl<S: Clone, R, C: Clone> Clone for Retry<S, R, C> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
-            shared: Arc::clone(&self.shared),
+            own: Arc::clone(&self.own),
             classify: self.classify.clone(),
         }
     }
@@ -45,12 +76,12 @@ impl<S: std::fmt::Debug, R, C> std::fmt::Debug for Retry<S, R, C> {
 impl<S, R, C> Retry<S, R, C> {
     /// Counters shared with the layer and every service it made.
     pub fn stats(&self) -> &RetryStats {
-        &self.shared.stats
+        &self.own.shared.stats
     }
 
     /// The retry budget shared with the layer.
     pub fn budget(&self) -> &Budget {
-        &self.shared.budget
+        &self.own.shared.budget
     }
 
     /// The wrapped service.
@@ -75,14 +106,14 @@ where
     }
 
     /// Deposits into the budget, keeps what later attempts are copied from
-    /// if the request may be replayed, and sends the first attempt. Cost on
-    /// top of the inner call: one budget lock, one clone of `S` (kept for
-    /// later attempts), one copy of the request when retries are enabled
-    /// (for a streaming body, a shared record instead), one `Arc` clone and
-    /// one clone of the classifier.
+    /// if the request may be replayed, and sends the first attempt to the
+    /// ready service. Cost on top of the inner call: one budget lock (the
+    /// calling thread's shard), one copy of the request when retries are
+    /// enabled (for a streaming body, a shared record instead), one `Arc`
+    /// clone and one clone of the classifier.
     #[inline]
     fn call(&mut self, req: Req) -> Self::Future {
-        let shared = &self.shared;
+        let shared = &self.own.shared;
         bump(&shared.stats.requests);
         let now = Instant::now();
         shared.budget.deposit_at(now);
@@ -92,18 +123,14 @@ where
         } else {
             (req, None)
         };
-        // The ready service takes this call; the future keeps a fresh clone
-        // for later attempts and drives it to readiness itself.
-        let clone = self.inner.clone();
-        let ready = std::mem::replace(&mut self.inner, clone);
         let deadline = match (shared.deadline, own_deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
         ResponseFuture::send(
-            ready,
+            &mut self.inner,
             req,
-            Arc::clone(shared),
+            Arc::clone(&self.own),
             self.classify.clone(),
             kept,
             now,
