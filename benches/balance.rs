@@ -7,9 +7,11 @@
 //! * `picker/{name}/{8,64,1024}`: every picker's per-request cost.
 //! * `threads`: one shared `Balance` (default picker over 8 and 1024
 //!   endpoints, round robin over 8) driven by one, two and four threads,
-//!   the retry layer over the default, and as the ceiling, one balancer
-//!   per thread (nothing shared) (time per request per thread; the ratio
-//!   gives the scaling).
+//!   the retry layer over the default, two of the retry layer's parts
+//!   alone (a deposit into one shared budget, a clone and drop of one
+//!   shared `Balance`), and as the ceiling, one balancer per thread
+//!   (nothing shared) (time per request per thread; the ratio gives the
+//!   scaling).
 //! * `stack`: each resilience layer and the whole stack against `Balance`
 //!   alone.
 //! * `metrics/{off,on}`: `Balance` (default picker, 8 endpoints) without
@@ -116,6 +118,17 @@ where
     start.elapsed()
 }
 
+/// Time for `iters` runs of `f` on each of `threads` threads at once.
+fn parts_run(threads: usize, iters: u64, f: &(impl Fn() + Sync)) -> Duration {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| (0..iters).for_each(|_| f()));
+        }
+    });
+    start.elapsed()
+}
+
 /// Time for `iters` requests on each of `threads` threads, each with its
 /// own balancer: nothing shared, the machine's own scaling.
 fn separate_run(threads: usize, iters: u64) -> Duration {
@@ -149,6 +162,12 @@ fn threads(c: &mut Criterion) {
     let wide = tower_lb(pick::PeakEwma::default(), 1024);
     // The retry layer's budget, shared by every thread, on top.
     let retried = common::retry_layer().layer(tower_lb(pick::PeakEwma::default(), 8));
+    // Two parts of the retry layer's request path, alone: a deposit into
+    // one shared budget, and a clone and drop of one shared `Balance` (what
+    // the layer did on every request to keep a service for retries).
+    let budget = tower_lb::retry::Budget::default();
+    let deposit = || budget.deposit();
+    let clone = || drop(std::hint::black_box(lb.clone()));
     for t in [1usize, 2, 4] {
         g.bench_function(BenchmarkId::new("shared_balance_8", t), |b| {
             b.iter_custom(|iters| shared_run(&lb, t, iters))
@@ -161,6 +180,12 @@ fn threads(c: &mut Criterion) {
         });
         g.bench_function(BenchmarkId::new("shared_retry_balance_8", t), |b| {
             b.iter_custom(|iters| shared_run(&retried, t, iters))
+        });
+        g.bench_function(BenchmarkId::new("budget_deposit", t), |b| {
+            b.iter_custom(|iters| parts_run(t, iters, &deposit))
+        });
+        g.bench_function(BenchmarkId::new("balance_clone", t), |b| {
+            b.iter_custom(|iters| parts_run(t, iters, &clone))
         });
         g.bench_function(BenchmarkId::new("separate_balances_8", t), |b| {
             b.iter_custom(|iters| separate_run(t, iters))
