@@ -67,15 +67,15 @@ where
     S: Service<Req>,
     R: Replay<Req>,
 {
-    /// The future of a call, with its first attempt sent: `service` takes
-    /// `req` at `now`.
+    /// The future of a call, with its first attempt sent: `ready` (the
+    /// service the caller polled ready) takes `req` at `now`.
     ///
     /// The attempt's future is written straight into its slot, from inside
     /// the scopes that carry the time and report the pick, so that only
     /// `()` comes back out through them: returned through the scopes and
     /// then moved into the slot, the balancer's future was copied five times
     /// per request (about a tenth of the retry layer's cost in
-    /// `benches/balance.rs`, `stack/retry+balance`).
+    /// `benches/interleaved.rs`, `retry`).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(crate) fn send(

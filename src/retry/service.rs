@@ -34,7 +34,8 @@ pub struct Retry<S, R, C> {
 /// `tower::retry` does) cost a `Balance` two reference counts up and two
 /// down per request, on lines every thread calling it writes; most calls
 /// never retry, so the clone is made when one does (`benches/balance.rs`,
-/// `threads/shared_retry_balance_8`).
+/// `threads/balance_clone`: 11 ns alone, about 105 ns per thread when two
+/// threads clone one `Balance`).
 pub(crate) struct Own<S, R> {
     pub(crate) shared: Arc<Shared<R>>,
     spare: Mutex<S>,
