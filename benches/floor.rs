@@ -43,97 +43,10 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion};
 use tower_lb::pick;
 
-use common::{Noop, one, tower_lb, tower_p2c};
+use common::{Noop, bare, one, tower_lb, tower_p2c};
 
-/// One endpoint of the bare balancer: its slot count, its estimate (f64
-/// ns) and the time of its last sample (ns since the epoch), on one line.
-#[repr(align(64))]
-struct BareEndpoint {
-    in_flight: AtomicUsize,
-    estimate: AtomicU64,
-    stamp: AtomicU64,
-}
-
-/// The least a two-choice peak-EWMA balancer does; see the module docs.
-struct Bare {
-    endpoints: Vec<BareEndpoint>,
-    epoch: tokio::time::Instant,
-}
-
-/// The decay time constant, 1/ns (10 s, as both balancers use).
-const INV_TAU: f64 = 1e-10;
-
-impl Bare {
-    fn new(n: usize) -> Self {
-        Self {
-            endpoints: (0..n)
-                .map(|_| BareEndpoint {
-                    in_flight: AtomicUsize::new(0),
-                    estimate: AtomicU64::new(30e6f64.to_bits()),
-                    stamp: AtomicU64::new(0),
-                })
-                .collect(),
-            epoch: tokio::time::Instant::now(),
-        }
-    }
-
-    fn now_ns(&self) -> u64 {
-        tokio::time::Instant::now()
-            .saturating_duration_since(self.epoch)
-            .as_nanos() as u64
-    }
-
-    /// `e^(-dt/τ)`, linear where the busy endpoints are.
-    fn weight(dt_ns: u64) -> f64 {
-        let x = dt_ns as f64 * INV_TAU;
-        if x < 1.0 / 4096.0 {
-            1.0 - x
-        } else {
-            (-x).exp()
-        }
-    }
-
-    fn cost(e: &BareEndpoint, now_ns: u64) -> f64 {
-        let est = f64::from_bits(e.estimate.load(Ordering::Relaxed));
-        let dt = now_ns.saturating_sub(e.stamp.load(Ordering::Relaxed));
-        est * Self::weight(dt) * (e.in_flight.load(Ordering::Relaxed) + 1) as f64
-    }
-
-    /// One request through the bare balancer to `svc`.
-    fn request(&self, rng: &mut fastrand::Rng, svc: &mut Noop, cx: &mut Context<'_>, req: u64) {
-        let n = self.endpoints.len();
-        let a = rng.usize(..n);
-        let b = rng.usize(..n - 1);
-        let b = b + usize::from(b >= a);
-        let start = self.now_ns();
-        let (ea, eb) = (&self.endpoints[a], &self.endpoints[b]);
-        let e = if Self::cost(eb, start) < Self::cost(ea, start) {
-            eb
-        } else {
-            ea
-        };
-        e.in_flight.fetch_add(1, Ordering::Relaxed);
-        one(svc, cx, req);
-        let end = self.now_ns();
-        let rtt = end.saturating_sub(start) as f64;
-        let w = Self::weight(end.saturating_sub(e.stamp.load(Ordering::Relaxed)));
-        let _ = e
-            .estimate
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
-                let est = f64::from_bits(bits);
-                Some(
-                    if rtt > est {
-                        rtt
-                    } else {
-                        est * w + rtt * (1.0 - w)
-                    }
-                    .to_bits(),
-                )
-            });
-        e.stamp.store(end, Ordering::Relaxed);
-        e.in_flight.fetch_sub(1, Ordering::Release);
-    }
-}
+/// The least a two-choice peak-EWMA balancer does; see `common/bare.rs`.
+type Floor = bare::Bare<2, false>;
 
 fn bare(c: &mut Criterion) {
     let mut cx = Context::from_waker(Waker::noop());
@@ -146,7 +59,7 @@ fn bare(c: &mut Criterion) {
             one(&mut theirs, &mut cx, i)
         })
     });
-    let floor = Bare::new(8);
+    let floor = Floor::new(8);
     let mut rng = fastrand::Rng::new();
     g.bench_function(BenchmarkId::new("bare_p2c_peak_ewma", 8), |b| {
         let mut i = 0;

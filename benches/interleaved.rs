@@ -7,7 +7,8 @@
 //! every row under the same neighbour, and the minimum ignores it.
 //!
 //! Run with `cargo bench --bench interleaved` (`ROUNDS=n` to change the
-//! number of rounds). Rows:
+//! number of rounds, `ROWS=default,bare_service` to run only those rows,
+//! for a profile). Rows:
 //! * `default`, `classic`: `Balance` with `PeakEwma::default()` and
 //!   `PeakEwma::classic()`, 8 endpoints;
 //! * `tower_p2c`: tower's p2c over `PeakEwma`, 8 endpoints;
@@ -17,7 +18,16 @@
 //!   retry layer does per request (clone the service and the request, wrap
 //!   the future);
 //! * `whole`: retry, per-endpoint breakers, ejection and metrics over the
-//!   default `Balance` (as `stack/retry+balance+endpoint_breakers+ejection+metrics`).
+//!   default `Balance` (as `stack/retry+balance+endpoint_breakers+ejection+metrics`);
+//! * the floor's rungs (`common/bare.rs`), each adding one piece of the
+//!   default's work to the one above: `bare_p2c` (two candidates, two clock
+//!   reads, one slot, the estimate by compare-exchange), `bare_three`
+//!   (three candidates), `bare_cost` (the default's cost and records),
+//!   `bare_owned` (the slot an owned guard holding its endpoint),
+//!   `bare_service` (behind `Service::call`, the guard in the future). The
+//!   last rung's ratio to tower is the least the default's work can cost
+//!   here; its distance to `default` is what the crate's machinery costs
+//!   (health, scopes, hooks, the classifier).
 
 mod common;
 
@@ -29,7 +39,8 @@ use std::time::Instant;
 use tower::{Layer, Service};
 use tower_lb::pick;
 
-use common::{guarded, meter_provider, one, retry_layer, tower_lb, tower_p2c};
+use common::bare::{AsService, Bare, Owned};
+use common::{Noop, guarded, meter_provider, one, retry_layer, tower_lb, tower_p2c};
 
 /// Nanoseconds per request over one batch of `n`.
 fn batch<S: Service<u64>>(svc: &mut S, cx: &mut Context<'_>, n: u64) -> f64
@@ -39,6 +50,17 @@ where
     let start = Instant::now();
     for i in 0..n {
         one(svc, cx, i);
+    }
+    start.elapsed().as_nanos() as f64 / n as f64
+}
+
+/// Nanoseconds per request over one batch of `n` through a bare rung.
+fn bare_batch(request: impl Fn(&mut fastrand::Rng, &mut Context<'_>, u64), n: u64) -> f64 {
+    let mut rng = fastrand::Rng::new();
+    let mut cx = Context::from_waker(Waker::noop());
+    let start = Instant::now();
+    for i in 0..n {
+        request(&mut rng, &mut cx, i);
     }
     start.elapsed().as_nanos() as f64 / n as f64
 }
@@ -82,6 +104,9 @@ fn main() {
     let mut retry = retry_layer().layer(tower_lb(pick::PeakEwma::default(), 8));
     let mut tower_retry = tower::retry::Retry::new(Never, tower_lb(pick::PeakEwma::default(), 8));
     let mut whole = retry_layer().layer(guarded(Some(&meter)));
+    let (p2c, three) = (Bare::<2, false>::new(8), Bare::<3, false>::new(8));
+    let (cost, owned) = (Bare::<3, true>::new(8), Owned(Bare::<3, true>::new(8)));
+    let mut service = AsService::<3, true>::new(8);
     let mut rows: Vec<Row<'_>> = vec![
         ("default", Box::new(|cx| batch(&mut default, cx, N))),
         ("classic", Box::new(|cx| batch(&mut classic, cx, N))),
@@ -89,7 +114,29 @@ fn main() {
         ("retry", Box::new(|cx| batch(&mut retry, cx, N))),
         ("tower_retry", Box::new(|cx| batch(&mut tower_retry, cx, N))),
         ("whole", Box::new(|cx| batch(&mut whole, cx, N))),
+        (
+            "bare_p2c",
+            Box::new(|_| bare_batch(|r, cx, i| p2c.request(r, &mut Noop, cx, i), N)),
+        ),
+        (
+            "bare_three",
+            Box::new(|_| bare_batch(|r, cx, i| three.request(r, &mut Noop, cx, i), N)),
+        ),
+        (
+            "bare_cost",
+            Box::new(|_| bare_batch(|r, cx, i| cost.request(r, &mut Noop, cx, i), N)),
+        ),
+        (
+            "bare_owned",
+            Box::new(|_| bare_batch(|r, cx, i| owned.request(r, &mut Noop, cx, i), N)),
+        ),
+        ("bare_service", Box::new(|cx| batch(&mut service, cx, N))),
     ];
+    // `ROWS=a,b` runs only those rows (to profile one); ratios need all.
+    let only = std::env::var("ROWS").ok();
+    if let Some(only) = &only {
+        rows.retain(|(name, _)| only.split(',').any(|o| o == *name));
+    }
     let mut cx = Context::from_waker(Waker::noop());
     let mut times = vec![Vec::with_capacity(rounds); rows.len()];
     for _ in 0..rounds {
@@ -108,7 +155,10 @@ fn main() {
         "{rounds} rounds of {N} requests per row; ns per request, fastest batch / median batch"
     );
     for (i, (name, _)) in rows.iter().enumerate() {
-        println!("  {name:<12} {:>7.1} / {:>7.1}", min[i], median[i]);
+        println!("  {name:<13} {:>7.1} / {:>7.1}", min[i], median[i]);
+    }
+    if only.is_some() {
+        return;
     }
     let ratio = |a: usize, b: usize| (min[a] / min[b], median[a] / median[b]);
     for (label, (a, b)) in [
@@ -117,7 +167,13 @@ fn main() {
         ("retry / default", ratio(3, 0)),
         ("tower_retry / default", ratio(4, 0)),
         ("whole / default", ratio(5, 0)),
+        ("bare_p2c / tower_p2c", ratio(6, 2)),
+        ("bare_three / tower_p2c", ratio(7, 2)),
+        ("bare_cost / tower_p2c", ratio(8, 2)),
+        ("bare_owned / tower_p2c", ratio(9, 2)),
+        ("bare_service / tower_p2c", ratio(10, 2)),
+        ("default / bare_service", ratio(0, 10)),
     ] {
-        println!("  {label:<22} {a:.2} / {b:.2}");
+        println!("  {label:<25} {a:.2} / {b:.2}");
     }
 }

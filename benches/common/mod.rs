@@ -18,6 +18,9 @@ use tower_lb::outlier::OutlierDetection;
 use tower_lb::retry::{self, RetryLayer};
 use tower_lb::{Balance, pick};
 
+#[allow(dead_code)] // Not every bench uses every rung.
+pub mod bare;
+
 /// The inner service: always ready, answers at once, allocates nothing.
 #[derive(Clone, Copy)]
 pub struct Noop;
