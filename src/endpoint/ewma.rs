@@ -122,6 +122,12 @@ pub(crate) fn decay(dt_ns: u64, inv_tau_ns: f64) -> f64 {
 /// the nearest integer of `y` into the exponent bits and the rest (|t| ≤
 /// ln2/2) through a degree-6 Taylor polynomial. An idle endpoint's decay is
 /// read on every pick that draws it; libm's `exp` cost a third of the pick.
+///
+/// The polynomial is evaluated by Estrin's scheme (pairs of terms, then
+/// powers of `t²`), four dependent steps instead of Horner's twelve, with
+/// every coefficient a multiplication: in a benchmark where a third of the
+/// candidates are idle endpoints (starved by a latency spike for up to a
+/// minute), Horner's chain and its one division were a quarter of the pick.
 #[inline]
 fn exp_neg(x: f64) -> f64 {
     let y = x * std::f64::consts::LOG2_E;
@@ -131,9 +137,12 @@ fn exp_neg(x: f64) -> f64 {
     // Truncation of y + 0.5 rounds (y ≥ 0) without a libm call.
     let n = (y + 0.5) as i64;
     let t = (y - n as f64) * std::f64::consts::LN_2;
-    let p = 1.0
-        - t * (1.0
-            - t * (0.5 - t * (1.0 / 6.0 - t * (1.0 / 24.0 - t * (1.0 / 120.0 - t / 720.0)))));
+    // e^-t = Σ (-t)^k / k!, k = 0..=6.
+    let t2 = t * t;
+    let t4 = t2 * t2;
+    let low = (1.0 - t) + t2 * (0.5 - t * (1.0 / 6.0));
+    let high = (1.0 / 24.0 - t * (1.0 / 120.0)) + t2 * (1.0 / 720.0);
+    let p = low + t4 * high;
     p * f64::from_bits(((1023 - n) as u64) << 52)
 }
 
