@@ -263,6 +263,17 @@ impl<Req> Pick<Req> for PeakEwma {
                 return Some(i);
             }
         }
+        self.pick_otherwise(cx)
+    }
+}
+
+impl PeakEwma {
+    /// Every pick the default's path does not take: more candidates, a
+    /// small pool, weights, or no candidate drawn available. Out of line,
+    /// so the default's path keeps its registers (inlined, its loop spilled
+    /// to the stack).
+    #[inline(never)]
+    fn pick_otherwise(&self, cx: &Pool<'_, ()>) -> Option<usize> {
         best_of_fraction(cx, self.choices, |i| self.cost_fraction(cx, i))
     }
 }
