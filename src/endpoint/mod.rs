@@ -89,7 +89,7 @@ pub const MAX_RETRY_AFTER_PENALTY: Duration = Duration::from_secs(30);
 /// Settings shared by all endpoints of one balancer: the latency model and
 /// the owner that judges finished calls.
 pub(crate) struct Model {
-    pub(crate) epoch: Instant,
+    pub(crate) epoch: crate::time::Epoch,
     pub(crate) rates: Rates,
     pub(crate) default_rtt_ns: f64,
     pub(crate) penalty_ns: f64,
@@ -119,7 +119,7 @@ impl Model {
     /// Nanoseconds since the balancer's epoch (0 before it; saturating).
     #[inline]
     pub(crate) fn nanos(&self, t: Instant) -> u64 {
-        crate::time::nanos(t.saturating_duration_since(self.epoch))
+        self.epoch.nanos(t)
     }
 }
 

@@ -32,7 +32,7 @@ impl Fixture {
             seed: Some(1),
         }));
         let model = Arc::new(Model {
-            epoch: Instant::now(),
+            epoch: crate::time::Epoch::new(Instant::now()),
             rates: Rates {
                 latency: 1.0 / 10e9,
                 failure: 1.0 / 2e9,
@@ -58,7 +58,7 @@ impl Fixture {
                     breaker: None,
                     observer: None,
                 };
-                Arc::new(EndpointState::new(birth, &model, model.epoch))
+                Arc::new(EndpointState::new(birth, &model, model.epoch.instant()))
             })
             .collect();
         Self {

@@ -38,7 +38,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             seed: cfg.seed,
         }));
         let model = Arc::new(Model {
-            epoch: now,
+            epoch: crate::time::Epoch::new(now),
             rates: Rates {
                 latency: 1.0 / cfg.decay.as_nanos() as f64,
                 failure: 1.0 / cfg.failure_decay.as_nanos() as f64,

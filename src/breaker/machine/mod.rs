@@ -28,6 +28,7 @@ use super::state::{Reason, State, Stats, Transition};
 use super::window::{FAILED, SLOW, Window};
 use crate::classify::{FailureKind, Outcome};
 use crate::rng::RngSource;
+use crate::time::Epoch;
 
 type Observer = Box<dyn Fn(Transition) + Send + Sync>;
 
@@ -38,7 +39,7 @@ type Observer = Box<dyn Fn(Transition) + Send + Sync>;
 /// atomic loads and never blocks.
 pub struct CircuitBreaker {
     config: CircuitBreakerConfig,
-    epoch: Instant,
+    epoch: Epoch,
     /// `generation << 3 | state`; written only under `inner`.
     word: AtomicU64,
     /// End of the open wait, ns since `epoch`.
@@ -109,7 +110,7 @@ impl CircuitBreaker {
     /// paused test clock applies).
     pub fn new(config: CircuitBreakerConfig) -> Self {
         Self {
-            epoch: Instant::now(),
+            epoch: Epoch::new(Instant::now()),
             word: AtomicU64::new(pack(0, State::Closed)),
             open_until: AtomicU64::new(0),
             probes_taken: AtomicU32::new(0),
@@ -358,7 +359,7 @@ impl CircuitBreaker {
     // ---- internals
 
     fn now_ns(&self, now: Instant) -> u64 {
-        nanos(now.saturating_duration_since(self.epoch))
+        self.epoch.nanos(now)
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
