@@ -27,7 +27,9 @@
 //!   `bare_service` (behind `Service::call`, the guard in the future). The
 //!   last rung's ratio to tower is the least the default's work can cost
 //!   here; its distance to `default` is what the crate's machinery costs
-//!   (health, scopes, hooks, the classifier).
+//!   (health, scopes, hooks, the classifier);
+//! * `random`: `Balance` with `pick::Random`, whose pick is one random
+//!   number: the crate's machinery with next to no picker.
 
 mod common;
 
@@ -107,6 +109,7 @@ fn main() {
     let (p2c, three) = (Bare::<2, false>::new(8), Bare::<3, false>::new(8));
     let (cost, owned) = (Bare::<3, true>::new(8), Owned(Bare::<3, true>::new(8)));
     let mut service = AsService::<3, true>::new(8);
+    let mut random = tower_lb(pick::Random, 8);
     let mut rows: Vec<Row<'_>> = vec![
         ("default", Box::new(|cx| batch(&mut default, cx, N))),
         ("classic", Box::new(|cx| batch(&mut classic, cx, N))),
@@ -131,6 +134,7 @@ fn main() {
             Box::new(|_| bare_batch(|r, cx, i| owned.request(r, &mut Noop, cx, i), N)),
         ),
         ("bare_service", Box::new(|cx| batch(&mut service, cx, N))),
+        ("random", Box::new(|cx| batch(&mut random, cx, N))),
     ];
     // `ROWS=a,b` runs only those rows (to profile one); ratios need all.
     let only = std::env::var("ROWS").ok();
@@ -160,20 +164,27 @@ fn main() {
     if only.is_some() {
         return;
     }
-    let ratio = |a: usize, b: usize| (min[a] / min[b], median[a] / median[b]);
-    for (label, (a, b)) in [
-        ("default / tower_p2c", ratio(0, 2)),
-        ("classic / tower_p2c", ratio(1, 2)),
-        ("retry / default", ratio(3, 0)),
-        ("tower_retry / default", ratio(4, 0)),
-        ("whole / default", ratio(5, 0)),
-        ("bare_p2c / tower_p2c", ratio(6, 2)),
-        ("bare_three / tower_p2c", ratio(7, 2)),
-        ("bare_cost / tower_p2c", ratio(8, 2)),
-        ("bare_owned / tower_p2c", ratio(9, 2)),
-        ("bare_service / tower_p2c", ratio(10, 2)),
-        ("default / bare_service", ratio(0, 10)),
+    let at = |name: &str| rows.iter().position(|r| r.0 == name).expect("a row");
+    let ratio = |a: &str, b: &str| {
+        let (a, b) = (at(a), at(b));
+        (min[a] / min[b], median[a] / median[b])
+    };
+    for (a, b) in [
+        ("default", "tower_p2c"),
+        ("classic", "tower_p2c"),
+        ("retry", "default"),
+        ("tower_retry", "default"),
+        ("whole", "default"),
+        ("bare_p2c", "tower_p2c"),
+        ("bare_three", "tower_p2c"),
+        ("bare_cost", "tower_p2c"),
+        ("bare_owned", "tower_p2c"),
+        ("bare_service", "tower_p2c"),
+        ("default", "bare_service"),
+        ("random", "bare_service"),
     ] {
+        let label = format!("{a} / {b}");
+        let (a, b) = ratio(a, b);
         println!("  {label:<25} {a:.2} / {b:.2}");
     }
 }

@@ -64,11 +64,43 @@ fn unpack(v: u64) -> (f64, f64) {
     )
 }
 
-/// The clock, in ns since `epoch`, as the crate converts it.
+/// The clock in ns on its own scale, converted as the crate converts it
+/// (`src/time.rs`, `Epoch`): the seconds and nanoseconds an `Instant`'s
+/// `Hash` writes, instead of two calls into the standard library.
 #[inline(always)]
-fn now_ns(epoch: tokio::time::Instant) -> u64 {
-    let d = tokio::time::Instant::now().saturating_duration_since(epoch);
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+fn clock_ns() -> u64 {
+    use std::hash::{Hash, Hasher};
+    struct Fields([u64; 2], usize);
+    impl Hasher for Fields {
+        fn finish(&self) -> u64 {
+            0
+        }
+        fn write(&mut self, _: &[u8]) {}
+        #[inline(always)]
+        fn write_u32(&mut self, v: u32) {
+            self.write_u64(u64::from(v));
+        }
+        #[inline(always)]
+        fn write_i64(&mut self, v: i64) {
+            self.write_u64(v as u64);
+        }
+        #[inline(always)]
+        fn write_u64(&mut self, v: u64) {
+            if let Some(slot) = self.0.get_mut(self.1) {
+                *slot = v;
+            }
+            self.1 += 1;
+        }
+    }
+    let mut f = Fields([0; 2], 0);
+    tokio::time::Instant::now().hash(&mut f);
+    f.0[0].wrapping_mul(1_000_000_000).wrapping_add(f.0[1])
+}
+
+/// The clock, in ns since `epoch` (the clock's reading at the start).
+#[inline(always)]
+fn now_ns(epoch: u64) -> u64 {
+    clock_ns().saturating_sub(epoch)
 }
 
 /// `e^(-dt·rate)`, linear where the busy endpoints are.
@@ -86,7 +118,7 @@ fn decay(dt_ns: u64, rate: f64) -> f64 {
 /// default's cost and records when `RICH`.
 pub struct Bare<const K: usize, const RICH: bool> {
     endpoints: Vec<Arc<Endpoint>>,
-    epoch: tokio::time::Instant,
+    epoch: u64,
 }
 
 impl<const K: usize, const RICH: bool> Bare<K, RICH> {
@@ -110,7 +142,7 @@ impl<const K: usize, const RICH: bool> Bare<K, RICH> {
                     })
                 })
                 .collect(),
-            epoch: tokio::time::Instant::now(),
+            epoch: clock_ns(),
         }
     }
 
@@ -166,7 +198,7 @@ impl<const K: usize, const RICH: bool> Bare<K, RICH> {
 
     /// Records a call on `e` that started at `start` with `k` in flight.
     #[inline(always)]
-    fn record(epoch: tokio::time::Instant, e: &Endpoint, start: u64, k: usize) {
+    fn record(epoch: u64, e: &Endpoint, start: u64, k: usize) {
         let end = now_ns(epoch);
         let rtt = end.saturating_sub(start) as f64;
         let dt = end.saturating_sub(e.stamp.load(Ordering::Relaxed));
@@ -225,7 +257,7 @@ impl<const K: usize, const RICH: bool> Bare<K, RICH> {
 /// The slot as an owned guard: recorded and released when it drops.
 pub struct Slot<const K: usize, const RICH: bool> {
     endpoint: Arc<Endpoint>,
-    epoch: tokio::time::Instant,
+    epoch: u64,
     start: u64,
     k: usize,
 }
