@@ -100,7 +100,7 @@ impl Completion {
     pub fn finish_at_answer(mut self) {
         let (now, now_ns) = self.answered;
         if let Some(guard) = &mut self.guard {
-            guard.settle_at(self.outcome, self.latency, now, now_ns);
+            guard.settle_at(&self.outcome, self.latency, now, now_ns);
         }
     }
 
@@ -131,7 +131,7 @@ impl Drop for Completion {
             && guard.is_pending()
         {
             let (now, now_ns, _) = guard.elapsed();
-            guard.settle_at(self.outcome, self.latency, now, now_ns);
+            guard.settle_at(&self.outcome, self.latency, now, now_ns);
         }
     }
 }

@@ -83,7 +83,7 @@ impl InFlight {
     #[inline]
     pub(crate) fn finish(mut self, classify: impl FnOnce(Duration) -> Outcome) {
         let (now, now_ns, latency) = self.elapsed();
-        self.settle(classify(latency), latency, now, now_ns);
+        self.settle(&classify(latency), latency, now, now_ns);
     }
 
     /// The call has answered with `outcome` after `latency`, at `now`
@@ -121,7 +121,7 @@ impl InFlight {
     #[inline]
     pub(super) fn settle_at(
         &mut self,
-        outcome: Outcome,
+        outcome: &Outcome,
         latency: Duration,
         now: Instant,
         now_ns: u64,
@@ -151,14 +151,19 @@ impl InFlight {
 
     fn settle_timeout(&mut self) {
         let (now, now_ns, latency) = self.elapsed();
-        self.settle(Outcome::Failure(FailureKind::Timeout), latency, now, now_ns);
+        self.settle(
+            &Outcome::Failure(FailureKind::Timeout),
+            latency,
+            now,
+            now_ns,
+        );
     }
 
     /// Records a call that ended: the latency model, the endpoint's
     /// observer, then the health owner. The slot is released by `drop`,
     /// after everything is recorded.
     #[inline]
-    fn settle(&mut self, outcome: Outcome, latency: Duration, now: Instant, now_ns: u64) {
+    fn settle(&mut self, outcome: &Outcome, latency: Duration, now: Instant, now_ns: u64) {
         self.started = None;
         let state = &*self.state;
         state.record(
@@ -168,7 +173,7 @@ impl InFlight {
             self.concurrency,
         );
         if let Some(o) = &state.observer {
-            o.finished(outcome, latency);
+            o.finished(*outcome, latency);
         }
         let ticket = self.ticket.take();
         state

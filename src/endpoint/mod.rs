@@ -133,7 +133,7 @@ pub(crate) trait Judge: Send + Sync + 'static {
         &self,
         state: &EndpointState,
         ticket: Option<Ticket>,
-        outcome: Outcome,
+        outcome: &Outcome,
         latency: Duration,
         now: Instant,
         now_ns: u64,

@@ -386,13 +386,13 @@ impl EndpointState {
     /// included.
     pub(crate) fn record(
         &self,
-        outcome: Outcome,
+        outcome: &Outcome,
         latency_ns: u64,
         now_ns: u64,
         concurrency: usize,
     ) {
         let lat = latency_ns as f64;
-        let (sample, failed) = match outcome {
+        let (sample, failed) = match *outcome {
             Outcome::Ignore => {
                 self.ignored.fetch_add(1, Ordering::Relaxed);
                 return;
@@ -418,7 +418,7 @@ impl EndpointState {
         self.hot.requests.fetch_add(1, Ordering::Relaxed);
         let rates = self.model.rates;
         let dt = self.hot.latency.observe(sample, failed, now_ns, rates);
-        if outcome == Outcome::Success {
+        if *outcome == Outcome::Success {
             self.hot.parallelism.observe(sample, concurrency, || {
                 (
                     decay(dt, rates.latency),

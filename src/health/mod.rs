@@ -294,11 +294,12 @@ impl Judge for Health {
         &self,
         state: &EndpointState,
         ticket: Option<Ticket>,
-        outcome: Outcome,
+        outcome: &Outcome,
         latency: Duration,
         now: Instant,
         now_ns: u64,
     ) {
+        let outcome = *outcome;
         if let (Some(b), Some(t)) = (state.breaker(), ticket) {
             b.record_ticket(t, outcome, latency, now);
         }

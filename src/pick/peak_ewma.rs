@@ -309,7 +309,7 @@ mod tests {
         let f = Fixture::new(&[1.0, 1.0]);
         let now_ns = || f.model.nanos(tokio::time::Instant::now());
         for s in &f.states {
-            s.record(Outcome::Success, 50_000_000, now_ns(), 1);
+            s.record(&Outcome::Success, 50_000_000, now_ns(), 1);
         }
         let p = PeakEwma::new().utilization(true).spread_factor(0.0);
         assert_eq!(p.name(), "peak_ewma_orca");
@@ -334,7 +334,7 @@ mod tests {
         use crate::orca::{DEFAULT_REPORT_EXPIRY, LoadReport};
         let f = Fixture::new(&[1.0]);
         let s = &f.states[0];
-        s.record(Outcome::Success, 300_000_000, 0, 1);
+        s.record(&Outcome::Success, 300_000_000, 0, 1);
         s.record_load(&LoadReport::new().with_cpu_utilization(0.1), 0);
         let p = PeakEwma::new().utilization(true).spread_factor(0.0);
         // 30 s idle: the estimate has decayed to 5% of 300 ms; the cost stays at the floor.
