@@ -66,6 +66,19 @@ pub(crate) struct Reading {
     pub(crate) failure: f64,
 }
 
+/// A read with the latency decay left as a factor: the estimate and spread
+/// as last written, and the weight `e^(−idle/τ)` that decays them to the
+/// time of the read (the failure ratio is decayed already). A pick that
+/// multiplies its cost by `weight` last computes the decay beside the rest
+/// of the cost instead of before it, off the pick's critical path.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Idle {
+    pub(crate) est: f64,
+    pub(crate) spread: f64,
+    pub(crate) weight: f64,
+    pub(crate) failure: f64,
+}
+
 /// The stamp's low bit: the last sample was a failure.
 const FAILED: u64 = 1;
 
@@ -237,14 +250,25 @@ impl Ewma {
     /// without mutation.
     #[inline(always)]
     pub(crate) fn read(&self, now_ns: u64, rates: Rates) -> Reading {
+        let r = self.read_idle(now_ns, rates);
+        Reading {
+            est: r.est * r.weight,
+            spread: r.spread * r.weight,
+            failure: r.failure,
+        }
+    }
+
+    /// [`read`](Self::read) with the decay left as a factor.
+    #[inline(always)]
+    pub(crate) fn read_idle(&self, now_ns: u64, rates: Rates) -> Idle {
         let (est, spread) = unpack(self.packed.load(Ordering::Acquire));
         let raw = self.stamp.load(Ordering::Acquire);
         let failure = f64::from_bits(self.failure.load(Ordering::Relaxed));
         let dt = now_ns.saturating_sub(raw & !FAILED);
-        let w = idle_weight(raw, dt, rates);
-        Reading {
-            est: est * w,
-            spread: spread.max(0.0) * w,
+        Idle {
+            est,
+            spread: spread.max(0.0),
+            weight: idle_weight(raw, dt, rates),
             // Only pay for the second decay when there is something to decay.
             failure: if failure > 0.0 {
                 failure * decay(dt, rates.failure)

@@ -57,7 +57,7 @@ pub use state::{EndpointState, Estimate};
 
 pub(crate) use state::Birth;
 
-pub(crate) use ewma::{Rates, decay};
+pub(crate) use ewma::{Idle, Rates, decay};
 pub(crate) use limit::Cap;
 
 use crate::breaker::Ticket;

@@ -177,6 +177,13 @@ impl EndpointState {
         }
     }
 
+    /// [`estimate_with`](Self::estimate_with) with the decay left as a
+    /// factor (see [`Idle`](super::Idle)).
+    #[inline(always)]
+    pub(crate) fn estimate_idle(&self, now_ns: u64, rates: Rates) -> super::Idle {
+        self.hot.latency.read_idle(now_ns, rates)
+    }
+
     /// The latency estimate projected to `now` (decay applied, nothing written).
     pub fn estimate(&self, now: Instant) -> Estimate {
         self.estimate_with(self.model.nanos(now), self.model.rates)

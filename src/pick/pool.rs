@@ -130,6 +130,12 @@ impl<'a, T> Pool<'a, T> {
         self.states[i].estimate_with(self.now_ns, self.rates)
     }
 
+    /// [`estimate`](Self::estimate) with the decay left as a factor.
+    #[inline(always)]
+    pub(crate) fn estimate_idle(&self, i: usize) -> crate::endpoint::Idle {
+        self.states[i].estimate_idle(self.now_ns, self.rates)
+    }
+
     /// The picker's table for this snapshot.
     #[inline]
     pub fn table(&self) -> &'a T {
