@@ -1,6 +1,6 @@
 //! Time arithmetic that never panics: every `Instant + Duration` and every
 //! duration-to-nanoseconds conversion in the crate goes through here, and
-//! [`Epoch`], which turns the clock's readings into nanoseconds since a
+//! `Epoch`, which turns the clock's readings into nanoseconds since a
 //! fixed instant on the request path.
 //!
 //! Configured durations are bounded when a builder validates them (see
