@@ -229,3 +229,40 @@ fn http_exchange_does_not_allocate_with_body_or_header_tracking() {
         assert_eq!(allocs() - before, 0, "{track:?}");
     }
 }
+
+/// A balancer timeout, a retry layer's per-try timeout and its deadline
+/// cost a call that answers at once no allocation: both timers are made
+/// (boxed) only when a call has to wait on them.
+#[test]
+fn timeouts_allocate_nothing_for_a_call_that_answers_at_once() {
+    use std::time::Duration;
+    use tower::Layer;
+    use tower_lb::retry::{CloneRequest, RetryLayer};
+
+    let mut b = Balance::builder().seed(1).timeout(Duration::from_secs(1));
+    for i in 0..8u32 {
+        b = b.endpoint(i, Noop);
+    }
+    let retry = RetryLayer::builder()
+        .replay(CloneRequest)
+        .per_try_timeout(Duration::from_millis(200))
+        .deadline(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let mut svc = retry.layer(b.build().unwrap());
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut run = |n: u64| {
+        for i in 0..n {
+            assert!(svc.poll_ready(&mut cx).is_ready());
+            let fut = pin!(svc.call(i));
+            match fut.poll(&mut cx) {
+                Poll::Ready(Ok(v)) => assert_eq!(v, i),
+                other => panic!("{:?}", other.is_ready()),
+            }
+        }
+    };
+    run(100);
+    let before = allocs();
+    run(10_000);
+    assert_eq!(allocs() - before, 0);
+}

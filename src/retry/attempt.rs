@@ -28,16 +28,16 @@ pin_project! {
     }
 }
 
-pin_project! {
-    #[project = TimerProj]
-    pub(super) enum Timer {
-        Off,
-        On {
-            #[pin]
-            sleep: Sleep,
-        },
-    }
-}
+/// The one timer of a retried call, made the first time the call waits on
+/// it (a per-try timeout, the next hedge, a backoff or the deadline) and
+/// reset after that.
+///
+/// Boxed: a tokio `Sleep` is 112 bytes, and the future that holds it is
+/// moved into place by every caller (`benches/interleaved.rs`, `whole`,
+/// with the balancer's timer boxed too: 306 → 280 ns). A call that answers
+/// at once never allocates; one that waits allocates the timer once.
+#[derive(Default)]
+pub(super) struct Timer(Option<Pin<Box<Sleep>>>);
 
 #[derive(Clone, Copy)]
 pub(super) enum Phase {
@@ -187,20 +187,14 @@ where
 
 impl Timer {
     /// Sets the timer to `at` and polls it.
-    pub(super) fn poll_at(mut self: Pin<&mut Self>, at: Instant, cx: &mut Context<'_>) -> Poll<()> {
-        if let TimerProj::On { sleep } = self.as_mut().project() {
-            if sleep.deadline() != at {
-                sleep.reset(at);
-            }
-        } else {
-            self.set(Timer::On {
-                sleep: tokio::time::sleep_until(at),
-            });
+    pub(super) fn poll_at(&mut self, at: Instant, cx: &mut Context<'_>) -> Poll<()> {
+        let sleep = self
+            .0
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+        if sleep.deadline() != at {
+            sleep.as_mut().reset(at);
         }
-        match self.project() {
-            TimerProj::On { sleep } => sleep.poll(cx),
-            TimerProj::Off => Poll::Pending,
-        }
+        sleep.as_mut().poll(cx)
     }
 }
 

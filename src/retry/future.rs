@@ -28,8 +28,9 @@ pin_project! {
     /// later attempts are copied from, the ids of the endpoints tried so
     /// far (inline, up to [`MAX_AVOID`]), and one timer for whichever comes
     /// first: the per-try timeout, the next hedge, the end of a backoff, or
-    /// the overall deadline. A single attempt with no timeouts never
-    /// allocates and never touches the timer (hedges are boxed). Dropping
+    /// the overall deadline. A call that answers at once never allocates;
+    /// the timer is boxed and made the first time the call waits on it, and
+    /// hedges are boxed. Dropping
     /// the future cancels every attempt in flight. Polled again after it
     /// completed, it stays pending.
     pub struct ResponseFuture<S, Req, R, C>
@@ -40,7 +41,6 @@ pin_project! {
         #[pin]
         primary: Slot<S::Future>,
         hedges: Vec<Pin<Box<Slot<S::Future>>>>,
-        #[pin]
         timer: Timer,
         // What later attempts and hedges run on, cloned from the wrapped
         // service when the first of them is due.
@@ -96,7 +96,7 @@ where
         let mut this = Self {
             primary: Slot::Idle,
             hedges: Vec::new(),
-            timer: Timer::Off,
+            timer: Timer::default(),
             deadline: deadline.map(|d| after(now, d)),
             service: None,
             own,
@@ -270,7 +270,7 @@ where
                             .chain([this.primary.until(), hedge_at])
                             .fold(*this.deadline, min_at);
                         match next {
-                            Some(at) if this.timer.as_mut().poll_at(at, cx).is_ready() => {
+                            Some(at) if this.timer.poll_at(at, cx).is_ready() => {
                                 continue;
                             }
                             _ => return Poll::Pending,
@@ -321,7 +321,7 @@ where
                 Phase::Backoff(until) => {
                     if now >= until {
                         *this.phase = Phase::Ready;
-                    } else if this.timer.as_mut().poll_at(until, cx).is_pending() {
+                    } else if this.timer.poll_at(until, cx).is_pending() {
                         return Poll::Pending;
                     }
                 }
@@ -331,7 +331,7 @@ where
                     .poll_ready(cx)
                 {
                     Poll::Pending => match *this.deadline {
-                        Some(d) if this.timer.as_mut().poll_at(d, cx).is_ready() => {}
+                        Some(d) if this.timer.poll_at(d, cx).is_ready() => {}
                         _ => return Poll::Pending,
                     },
                     Poll::Ready(Err(e)) => {
