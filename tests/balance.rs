@@ -614,3 +614,43 @@ async fn an_endpoint_that_never_answers_is_avoided_once_calls_to_it_time_out() {
         .unwrap();
     assert_eq!(hole.in_flight(), 0);
 }
+
+/// The balancer's timeout: a call that answers before it is untouched (its
+/// timer was armed when it first waited), one that does not fails with
+/// `Error::Timeout` exactly at it, counted as a failure of its endpoint,
+/// its slot given back. Paused clock.
+#[tokio::test(start_paused = true)]
+async fn timeout_fails_a_slow_call_at_the_deadline_and_spares_a_fast_one() {
+    let mut lb = Balance::builder()
+        .picker(pick::RoundRobin::new())
+        .timeout(Duration::from_millis(100))
+        .endpoint("fast", fixed("fast", Duration::from_millis(99)))
+        .endpoint("slow", fixed("slow", Duration::from_millis(101)))
+        .build()
+        .unwrap();
+    let states: HashMap<_, _> = lb.handle().endpoints().into_iter().collect();
+    let mut answers = Vec::new();
+    for _ in 0..4 {
+        let start = tokio::time::Instant::now();
+        let r = lb.ready().await.unwrap().call(()).await;
+        answers.push((r.map_err(|e| e.to_string()), start.elapsed()));
+    }
+    let timed_out = answers.iter().filter(|(r, _)| r.is_err()).count();
+    assert_eq!(timed_out, 2, "{answers:?}");
+    for (r, took) in &answers {
+        match r {
+            Ok(name) => assert_eq!((*name, *took), ("fast", Duration::from_millis(99))),
+            Err(_) => assert_eq!(*took, Duration::from_millis(100)),
+        }
+    }
+    let err = loop {
+        match lb.ready().await.unwrap().call(()).await {
+            Err(e) => break e,
+            Ok(_) => continue,
+        }
+    };
+    assert!(matches!(err, Error::Timeout), "{err:?}");
+    assert_eq!(states["slow"].failures(), 3);
+    assert_eq!(states["fast"].failures(), 0);
+    assert!(states.values().all(|s| s.in_flight() == 0));
+}

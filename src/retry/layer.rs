@@ -234,6 +234,11 @@ impl<R, C> Builder<R, C> {
     /// Cancels an attempt that runs longer than `timeout`, and retries it.
     /// A balancer below records the cancelled call as a `Timeout` failure
     /// of its endpoint (see [`balance::timed_out`](crate::balance::timed_out)).
+    ///
+    /// The layer keeps one timer per request, for this, the deadline, the
+    /// next hedge and the backoff: made (boxed, one allocation) the first
+    /// time the request waits on it, and never for a request whose first
+    /// attempt answers at once.
     pub fn per_try_timeout(mut self, timeout: Duration) -> Self {
         self.cfg.per_try_timeout = Some(timeout);
         self

@@ -159,6 +159,11 @@ impl<K, S, P, C> Builder<K, S, P, C> {
     /// [`Error::Timeout`](crate::Error::Timeout), recording it as a
     /// `Timeout` failure of its endpoint (breaker, outlier detection,
     /// latency). Off by default.
+    ///
+    /// The timer is made the first time a call is pending: one allocation
+    /// for a call that waits (a tokio `Sleep`, boxed so that the response
+    /// future stays small with or without a timeout), none for a call that
+    /// answers at once.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.cfg.timeout = Some(timeout);
         self
