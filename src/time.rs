@@ -73,6 +73,12 @@ impl Epoch {
         self.at
     }
 
+    /// The instant `ns` nanoseconds after the epoch (saturating): the
+    /// inverse of [`nanos`](Self::nanos) for instants after the epoch.
+    pub(crate) fn at(&self, ns: u64) -> Instant {
+        after(self.at, Duration::from_nanos(ns))
+    }
+
     /// Nanoseconds from the epoch to `t` (0 before it; saturating).
     #[inline(always)]
     pub(crate) fn nanos(&self, t: Instant) -> u64 {

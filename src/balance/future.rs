@@ -131,9 +131,9 @@ where
                 };
                 match res {
                     Ok(res) => {
-                        let (now, now_ns, latency) = guard.elapsed();
+                        let (now_ns, latency) = guard.elapsed();
                         let outcome = classify.classify(Ok(&res), latency);
-                        let completion = guard.answered(outcome, latency, now, now_ns);
+                        let completion = guard.answered(outcome, latency, now_ns);
                         Poll::Ready(Ok(classify.complete(res, completion)))
                     }
                     Err(e) => {

@@ -28,8 +28,8 @@ pub struct Completion {
     pub(super) guard: Option<InFlight>,
     pub(super) outcome: Outcome,
     pub(super) latency: Duration,
-    /// When the answer arrived (and in ns since the epoch).
-    pub(super) answered: (Instant, u64),
+    /// When the answer arrived, in ns since the epoch.
+    pub(super) answered_ns: u64,
 }
 
 impl Completion {
@@ -45,7 +45,7 @@ impl Completion {
 
     /// Time from dispatch until now.
     pub fn elapsed(&self) -> Duration {
-        self.guard.as_ref().map_or(self.latency, |g| g.elapsed().2)
+        self.guard.as_ref().map_or(self.latency, |g| g.elapsed().1)
     }
 
     /// The endpoint the call is on (`None` only for a completion made
@@ -59,7 +59,7 @@ impl Completion {
     #[inline]
     pub fn report_load(&self, report: &LoadReport) {
         if let Some(state) = self.endpoint() {
-            state.record_load(report, self.answered.1);
+            state.record_load(report, self.answered_ns);
         }
     }
 
@@ -75,7 +75,7 @@ impl Completion {
             let now_ns = if at_end {
                 state.model.nanos(Instant::now())
             } else {
-                self.answered.1
+                self.answered_ns
             };
             state.take_report(found, now_ns);
         }
@@ -98,9 +98,9 @@ impl Completion {
     /// reading the clock again.
     #[inline]
     pub fn finish_at_answer(mut self) {
-        let (now, now_ns) = self.answered;
+        let now_ns = self.answered_ns;
         if let Some(guard) = &mut self.guard {
-            guard.settle_at(&self.outcome, self.latency, now, now_ns);
+            guard.settle_at(&self.outcome, self.latency, now_ns);
         }
     }
 
@@ -118,7 +118,7 @@ impl Completion {
             guard: None,
             outcome,
             latency,
-            answered: (Instant::now(), 0),
+            answered_ns: 0,
         }
     }
 }
@@ -130,8 +130,8 @@ impl Drop for Completion {
         if let Some(guard) = &mut self.guard
             && guard.is_pending()
         {
-            let (now, now_ns, _) = guard.elapsed();
-            guard.settle_at(&self.outcome, self.latency, now, now_ns);
+            let (now_ns, _) = guard.elapsed();
+            guard.settle_at(&self.outcome, self.latency, now_ns);
         }
     }
 }

@@ -82,27 +82,21 @@ impl InFlight {
     /// and records both, then releases the slot.
     #[inline]
     pub(crate) fn finish(mut self, classify: impl FnOnce(Duration) -> Outcome) {
-        let (now, now_ns, latency) = self.elapsed();
-        self.settle(&classify(latency), latency, now, now_ns);
+        let (now_ns, latency) = self.elapsed();
+        self.settle(&classify(latency), latency, now_ns);
     }
 
-    /// The call has answered with `outcome` after `latency`, at `now`
-    /// (`now_ns` since the epoch); what is left of it (a response body, say)
+    /// The call has answered with `outcome` after `latency`, `now_ns`
+    /// since the epoch; what is left of it (a response body, say)
     /// is tracked by the [`Completion`], which records it and releases the
     /// slot when it ends or is dropped.
     #[inline]
-    pub(crate) fn answered(
-        self,
-        outcome: Outcome,
-        latency: Duration,
-        now: Instant,
-        now_ns: u64,
-    ) -> Completion {
+    pub(crate) fn answered(self, outcome: Outcome, latency: Duration, now_ns: u64) -> Completion {
         Completion {
             guard: Some(self),
             outcome,
             latency,
-            answered: (now, now_ns),
+            answered_ns: now_ns,
         }
     }
 
@@ -112,22 +106,16 @@ impl InFlight {
         self.settle_timeout();
     }
 
-    /// Records the call with `outcome` and `latency` at `now`, if it is
+    /// Records the call with `outcome` and `latency` at `now_ns`, if it is
     /// still pending; the slot is released when the guard drops.
     ///
     /// In place: a [`Completion`] records through its guard without moving
     /// it out first (the move, right after the guard was moved in, stalled
     /// store forwarding at every answer).
     #[inline]
-    pub(super) fn settle_at(
-        &mut self,
-        outcome: &Outcome,
-        latency: Duration,
-        now: Instant,
-        now_ns: u64,
-    ) {
+    pub(super) fn settle_at(&mut self, outcome: &Outcome, latency: Duration, now_ns: u64) {
         if self.is_pending() {
-            self.settle(outcome, latency, now, now_ns);
+            self.settle(outcome, latency, now_ns);
         }
     }
 
@@ -139,31 +127,31 @@ impl InFlight {
 
     /// The time now, in ns since the epoch, and the call's latency so far.
     #[inline]
-    pub(crate) fn elapsed(&self) -> (Instant, u64, Duration) {
-        let now = crate::scope::now();
-        let now_ns = self.state.model.nanos(now);
+    pub(crate) fn elapsed(&self) -> (u64, Duration) {
+        let now_ns = self.state.model.nanos(crate::scope::now());
         (
-            now,
             now_ns,
             Duration::from_nanos(now_ns.saturating_sub(self.started.unwrap_or(now_ns))),
         )
     }
 
     fn settle_timeout(&mut self) {
-        let (now, now_ns, latency) = self.elapsed();
-        self.settle(
-            &Outcome::Failure(FailureKind::Timeout),
-            latency,
-            now,
-            now_ns,
-        );
+        let (now_ns, latency) = self.elapsed();
+        self.settle(&Outcome::Failure(FailureKind::Timeout), latency, now_ns);
     }
 
     /// Records a call that ended: the latency model, the endpoint's
     /// observer, then the health owner. The slot is released by `drop`,
     /// after everything is recorded.
     #[inline]
-    fn settle(&mut self, outcome: &Outcome, latency: Duration, now: Instant, now_ns: u64) {
+    ///
+    /// The health owner is called only when it has something to do with the
+    /// call (a breaker ticket, or a judge of every call such as outlier
+    /// detection), out of line, and the call's instant is rebuilt from
+    /// `now_ns` there: threaded through the answer and called every time,
+    /// the judge cost the default `Balance` about 10 ns per request with
+    /// nothing to do (`benches/interleaved.rs`, `default`, `random`).
+    fn settle(&mut self, outcome: &Outcome, latency: Duration, now_ns: u64) {
         self.started = None;
         let state = &*self.state;
         state.record(
@@ -175,12 +163,33 @@ impl InFlight {
         if let Some(o) = &state.observer {
             o.finished(*outcome, latency);
         }
-        let ticket = self.ticket.take();
-        state
-            .model
-            .judge
-            .finished(state, ticket, outcome, latency, now, now_ns);
+        // Taken only when there is one: writing `None` over `None` here, read
+        // back whole by the guard's drop right after, stalled store
+        // forwarding on every request.
+        let ticket = if self.ticket.is_some() {
+            self.ticket.take()
+        } else {
+            None
+        };
+        if ticket.is_some() || state.model.judge_untracked {
+            judge_finished(state, ticket, outcome, latency, now_ns);
+        }
     }
+}
+
+/// Hands a finished call to the health owner (see [`InFlight::settle`]).
+#[inline(never)]
+fn judge_finished(
+    state: &EndpointState,
+    ticket: Option<Ticket>,
+    outcome: &Outcome,
+    latency: Duration,
+    now_ns: u64,
+) {
+    state
+        .model
+        .judge
+        .finished(state, ticket, outcome, latency, now_ns);
 }
 
 impl Drop for InFlight {

@@ -100,6 +100,9 @@ pub(crate) struct Model {
     pub(crate) adaptive: Option<AdaptiveConcurrency>,
     /// The health owner: breakers, outlier detection, events, metrics.
     pub(crate) judge: Arc<dyn Judge>,
+    /// [`Judge::judges_untracked`], read once: when false, a call with no
+    /// breaker ticket ends without the call into the judge.
+    pub(crate) judge_untracked: bool,
 }
 
 impl std::fmt::Debug for Model {
@@ -127,21 +130,25 @@ impl Model {
 /// balancer's health owner ([`crate::health`]). A trait so that the model
 /// does not depend on the owner above it.
 pub(crate) trait Judge: Send + Sync + 'static {
-    /// A call ended with `outcome` after `latency` (the latency model has
-    /// recorded it already).
+    /// A call ended with `outcome` after `latency`, at `now_ns` since the
+    /// epoch (the latency model has recorded it already).
     fn finished(
         &self,
         state: &EndpointState,
         ticket: Option<Ticket>,
         outcome: &Outcome,
         latency: Duration,
-        now: Instant,
         now_ns: u64,
     );
 
     /// A call was dropped by its caller before it ended: it says nothing
     /// about the endpoint (its breaker permit is given back).
     fn abandoned(&self, state: &EndpointState, ticket: Option<Ticket>);
+
+    /// Whether [`finished`](Self::finished) does anything for a call that
+    /// holds no breaker ticket (outlier detection, for one). Asked once,
+    /// when the balancer is built: the answer must not change afterwards.
+    fn judges_untracked(&self) -> bool;
 }
 
 /// Per-endpoint observer for finished calls (metrics implement it), created

@@ -372,6 +372,11 @@ impl EndpointState {
         Some(before + 1)
     }
 
+    /// The instant `now_ns` after the balancer's epoch.
+    pub(crate) fn instant_at(&self, now_ns: u64) -> Instant {
+        self.model.epoch.at(now_ns)
+    }
+
     /// Gives an in-flight slot back.
     #[inline]
     pub(super) fn release(&self) {

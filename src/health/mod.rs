@@ -53,8 +53,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 pub use events::{HealthChange, HealthEvent};
 
 pub(crate) use census::{BREAKER, CHECK, EJECTED, Route, SOFT};
@@ -296,12 +294,11 @@ impl Judge for Health {
         ticket: Option<Ticket>,
         outcome: &Outcome,
         latency: Duration,
-        now: Instant,
         now_ns: u64,
     ) {
         let outcome = *outcome;
         if let (Some(b), Some(t)) = (state.breaker(), ticket) {
-            b.record_ticket(t, outcome, latency, now);
+            b.record_ticket(t, outcome, latency, state.instant_at(now_ns));
         }
         if let Some(o) = &self.outlier {
             if let Some(reason) = state.outlier().record(&o.cfg, outcome, latency, now_ns) {
@@ -317,5 +314,11 @@ impl Judge for Health {
         if let (Some(b), Some(t)) = (state.breaker(), ticket) {
             b.release_ticket(t);
         }
+    }
+
+    /// Outlier detection judges every call; a breaker only those it gave a
+    /// ticket.
+    fn judges_untracked(&self) -> bool {
+        self.outlier.is_some()
     }
 }

@@ -42,6 +42,7 @@ impl Fixture {
             slow_start: None,
             report_expiry_ns: crate::time::nanos(crate::orca::DEFAULT_REPORT_EXPIRY),
             adaptive: None,
+            judge_untracked: crate::endpoint::Judge::judges_untracked(&*health),
             judge: health,
         });
         let states = weights

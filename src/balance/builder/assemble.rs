@@ -48,6 +48,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             slow_start: cfg.slow_start,
             report_expiry_ns: crate::time::nanos(cfg.load.report_expiry),
             adaptive: cfg.load.adaptive,
+            judge_untracked: crate::endpoint::Judge::judges_untracked(&*health),
             judge: Arc::clone(&health) as _,
         });
         let observer = cfg.observer.map(|make| {
