@@ -143,7 +143,6 @@ impl InFlight {
     /// Records a call that ended: the latency model, the endpoint's
     /// observer, then the health owner. The slot is released by `drop`,
     /// after everything is recorded.
-    #[inline]
     ///
     /// The health owner is called only when it has something to do with the
     /// call (a breaker ticket, or a judge of every call such as outlier
@@ -151,6 +150,7 @@ impl InFlight {
     /// `now_ns` there: threaded through the answer and called every time,
     /// the judge cost the default `Balance` about 10 ns per request with
     /// nothing to do (`benches/interleaved.rs`, `default`, `random`).
+    #[inline]
     fn settle(&mut self, outcome: &Outcome, latency: Duration, now_ns: u64) {
         self.started = None;
         let state = &*self.state;

@@ -33,8 +33,9 @@ pin_project! {
 /// reset after that.
 ///
 /// Boxed: a tokio `Sleep` is 112 bytes, and the future that holds it is
-/// moved into place by every caller (`benches/interleaved.rs`, `whole`,
-/// with the balancer's timer boxed too: 306 → 280 ns). A call that answers
+/// moved into place by every caller (440 bytes with the timer boxed, 640
+/// without; `benches/interleaved.rs`, `whole`, with the balancer's timer
+/// boxed too: 292–310 → 258–294 ns, alternated). A call that answers
 /// at once never allocates; one that waits allocates the timer once.
 #[derive(Default)]
 pub(super) struct Timer(Option<Pin<Box<Sleep>>>);
