@@ -67,6 +67,37 @@ fn bare_batch(request: impl Fn(&mut fastrand::Rng, &mut Context<'_>, u64), n: u6
     start.elapsed().as_nanos() as f64 / n as f64
 }
 
+/// Nanoseconds per request per thread, two threads each running a batch
+/// of `n` through its own service at once (clones of one balancer, or two
+/// balancers). Each thread times itself from a shared start to its own
+/// end, so the threads' start-up is not counted; the figure is the mean of
+/// the two.
+fn pair<S>(a: &mut S, b: &mut S, n: u64) -> f64
+where
+    S: Service<u64> + Send,
+    S::Error: std::fmt::Debug,
+{
+    let go = std::sync::Barrier::new(2);
+    let go = &go;
+    let times: Vec<f64> = std::thread::scope(|s| {
+        let threads: Vec<_> = [a, b]
+            .into_iter()
+            .map(|svc| {
+                s.spawn(move || {
+                    let mut cx = Context::from_waker(Waker::noop());
+                    go.wait();
+                    batch(svc, &mut cx, n)
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().expect("a bench thread"))
+            .collect()
+    });
+    times.iter().sum::<f64>() / times.len() as f64
+}
+
 /// Keeps a copy of every request and never retries.
 #[derive(Clone)]
 struct Never;
@@ -110,6 +141,11 @@ fn main() {
     let (cost, owned) = (Bare::<3, true>::new(8), Owned(Bare::<3, true>::new(8)));
     let mut service = AsService::<3, true>::new(8);
     let mut random = tower_lb(pick::Random, 8);
+    let mut shared = (default.clone(), default.clone());
+    let mut separate = (
+        tower_lb(pick::PeakEwma::default(), 8),
+        tower_lb(pick::PeakEwma::default(), 8),
+    );
     let mut rows: Vec<Row<'_>> = vec![
         ("default", Box::new(|cx| batch(&mut default, cx, N))),
         ("classic", Box::new(|cx| batch(&mut classic, cx, N))),
@@ -135,6 +171,14 @@ fn main() {
         ),
         ("bare_service", Box::new(|cx| batch(&mut service, cx, N))),
         ("random", Box::new(|cx| batch(&mut random, cx, N))),
+        (
+            "shared_2t",
+            Box::new(|_| pair(&mut shared.0, &mut shared.1, N)),
+        ),
+        (
+            "separate_2t",
+            Box::new(|_| pair(&mut separate.0, &mut separate.1, N)),
+        ),
     ];
     // `ROWS=a,b` runs only those rows (to profile one); ratios need all.
     let only = std::env::var("ROWS").ok();
@@ -186,5 +230,12 @@ fn main() {
         let label = format!("{a} / {b}");
         let (a, b) = ratio(a, b);
         println!("  {label:<25} {a:.2} / {b:.2}");
+    }
+    // Two threads' rate over one thread's: 2 × the one-thread time over
+    // the per-thread time with two.
+    for two in ["shared_2t", "separate_2t"] {
+        let label = format!("2 x default / {two}");
+        let (a, b) = ratio("default", two);
+        println!("  {label:<25} {:.2} / {:.2}", 2.0 * a, 2.0 * b);
     }
 }
