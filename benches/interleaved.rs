@@ -29,7 +29,12 @@
 //!   here; its distance to `default` is what the crate's machinery costs
 //!   (health, scopes, hooks, the classifier);
 //! * `random`: `Balance` with `pick::Random`, whose pick is one random
-//!   number: the crate's machinery with next to no picker.
+//!   number: the crate's machinery with next to no picker;
+//! * `shared_2t`, `separate_2t`: two threads at once, on clones of one
+//!   default `Balance` and on a balancer each (ns per request per thread),
+//!   with their rate over `default`'s. Read the median here: the fastest
+//!   batch of `shared_2t` is a moment the VM put both threads on one
+//!   physical core's caches, where a shared line costs next to nothing.
 
 mod common;
 
