@@ -146,7 +146,10 @@ fn main() {
     let (cost, owned) = (Bare::<3, true>::new(8), Owned(Bare::<3, true>::new(8)));
     let mut service = AsService::<3, true>::new(8);
     let mut random = tower_lb(pick::Random, 8);
-    let mut shared = (default.clone(), default.clone());
+    // Its own balancer, so that the `default` row's endpoints never carry
+    // what two threads left in them.
+    let one_of_two = tower_lb(pick::PeakEwma::default(), 8);
+    let mut shared = (one_of_two.clone(), one_of_two);
     let mut separate = (
         tower_lb(pick::PeakEwma::default(), 8),
         tower_lb(pick::PeakEwma::default(), 8),
