@@ -120,6 +120,15 @@ impl Window {
         }
     }
 
+    /// True when recording a call with no flags (a success, not slow)
+    /// would change nothing a reader can see: a full count window holding
+    /// only such calls, where the new one evicts one like it. A time window
+    /// counts every call, so it is never quiet.
+    pub(crate) fn is_quiet(&self) -> bool {
+        matches!(self, Window::Count { slots, filled, totals, .. }
+            if *filled == slots.len() && totals.failed == 0 && totals.slow == 0)
+    }
+
     /// The totals as of the last record.
     pub(crate) fn totals(&self) -> Totals {
         match self {
@@ -226,6 +235,36 @@ mod tests {
         assert_eq!(w.totals(), t(0, 0, 0));
         w.record(FAILED, || 0);
         assert_eq!(w.totals(), t(1, 1, 0));
+    }
+
+    #[test]
+    fn only_a_full_count_window_of_plain_successes_is_quiet() {
+        let mut w = Window::new(SlidingWindow::Count(3));
+        w.record(0, || 0);
+        w.record(0, || 0);
+        assert!(!w.is_quiet(), "not full: a success still counts");
+        w.record(0, || 0);
+        assert!(w.is_quiet());
+        w.record(SLOW, || 0);
+        assert!(!w.is_quiet());
+        for _ in 0..2 {
+            w.record(0, || 0);
+            assert!(!w.is_quiet(), "the slow call is still in the window");
+        }
+        w.record(0, || 0);
+        assert!(w.is_quiet());
+        let before = w.totals();
+        w.record(0, || 0);
+        assert_eq!(
+            w.totals(),
+            before,
+            "a success in a quiet window changes nothing"
+        );
+        w.record(FAILED, || 0);
+        assert!(!w.is_quiet());
+        let mut time = Window::new(SlidingWindow::Time(Duration::from_secs(1)));
+        time.record(0, || 0);
+        assert!(!time.is_quiet());
     }
 
     #[test]

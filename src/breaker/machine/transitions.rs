@@ -223,6 +223,8 @@ impl CircuitBreaker {
         if from == State::HalfOpen && to != State::HalfOpen {
             inner.probes.running.clear();
         }
+        // Before the state: a reader that sees the new state sees this too.
+        self.quiet.store(false, Ordering::Relaxed);
         self.word
             .store(pack(generation.wrapping_add(1), to), Ordering::Release);
         self.entered[to.index()].fetch_add(1, Ordering::Relaxed);
