@@ -89,6 +89,26 @@ impl Epoch {
     }
 }
 
+/// `now - start`, or zero when `start` is later: what
+/// `now.saturating_duration_since(start)` gives, read through the clock's
+/// fields as [`Epoch`] reads them (a subtraction, instead of about 55
+/// instructions of the standard library's checked `timespec` arithmetic
+/// through tokio's wrapper). The retry layer measures every attempt with
+/// it. The field order is checked once per process, as `Epoch::new` checks
+/// it; where the check fails, or for far instants, the standard library's
+/// subtraction is used.
+#[inline]
+pub(crate) fn elapsed(start: Instant, now: Instant) -> Duration {
+    if *FIELDS_READ && let (Some(a), Some(b)) = (raw_nanos(start), raw_nanos(now)) {
+        return Duration::from_nanos(b.saturating_sub(a));
+    }
+    now.saturating_duration_since(start)
+}
+
+/// Whether [`raw_nanos`] reads this platform's instants (see [`Epoch::new`]).
+static FIELDS_READ: std::sync::LazyLock<bool> =
+    std::sync::LazyLock::new(|| Epoch::new(Instant::now()).raw.is_some());
+
 /// A `Hasher` that keeps the first two integers written to it: an
 /// instant's seconds and nanoseconds (see [`Epoch`]).
 #[derive(Default)]
@@ -174,6 +194,24 @@ mod tests {
         // Seconds too large for nanoseconds in a u64: the slow path.
         let far = after(at, MAX_DURATION);
         assert_eq!(epoch.nanos(far), nanos(MAX_DURATION));
+    }
+
+    proptest::proptest! {
+        /// `elapsed` is `saturating_duration_since`, in either order, also
+        /// for instants too far for nanoseconds in a `u64`.
+        #[test]
+        fn elapsed_is_the_standard_librarys_difference(
+            a in 0u64..1 << 62,
+            b in 0u64..1 << 62,
+            far in proptest::bool::ANY,
+        ) {
+            let at = Instant::now();
+            let (start, now) = (at + Duration::from_nanos(a), at + Duration::from_nanos(b));
+            // 600 years on: past the nanoseconds a `u64` holds (584 years).
+            let now = if far { after(now, MAX_DURATION * 600) } else { now };
+            proptest::prop_assert_eq!(elapsed(start, now), now.saturating_duration_since(start));
+            proptest::prop_assert_eq!(elapsed(now, start), start.saturating_duration_since(now));
+        }
     }
 
     #[tokio::test(start_paused = true)]

@@ -74,7 +74,7 @@ where
                 let res = ready!(fut.poll(cx));
                 if let Some(permit) = permit.take() {
                     let now = crate::scope::now();
-                    let latency = now.saturating_duration_since(*start);
+                    let latency = crate::time::elapsed(*start, now);
                     permit.record(classify.classify(res.as_ref(), latency), latency, now);
                 }
                 Poll::Ready(res.map_err(Error::Inner))

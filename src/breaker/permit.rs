@@ -16,7 +16,7 @@ use crate::classify::{FailureKind, Outcome};
 fn settle_dropped(breaker: &CircuitBreaker, ticket: Ticket, admitted: Instant) {
     if crate::scope::dropping_timed_out() {
         let now = Instant::now();
-        let latency = now.saturating_duration_since(admitted);
+        let latency = crate::time::elapsed(admitted, now);
         breaker.record_ticket(ticket, Outcome::Failure(FailureKind::Timeout), latency, now);
     } else {
         breaker.release_ticket(ticket);
