@@ -433,6 +433,9 @@ async fn zone_and_priority_are_attributes_and_follow_metadata_changes() {
         "the counter carries on"
     );
     assert_eq!(sum(&s, "lb_request_duration_seconds_count", &at), 1.0);
+    // The call made after the move is not recorded in the old series.
+    let before = [("lb_endpoint_zone", "eu-1a"), ("lb_endpoint_priority", "0")];
+    assert_eq!(sum(&s, "lb_request_duration_seconds_count", &before), 1.0);
 }
 
 #[test]

@@ -86,7 +86,7 @@ impl Observe for BalanceMetrics {
         label: &str,
         meta: &EndpointMeta,
     ) -> Option<Box<dyn EndpointObserver>> {
-        let attrs = Arc::new(Slot::from_pointee(EndpointAttrs::new(
+        let attrs = Arc::new(Slot::new(EndpointAttrs::new(
             &self.attrs,
             label,
             meta,
@@ -94,6 +94,7 @@ impl Observe for BalanceMetrics {
             self.bind,
         )));
         let recorder = Recorder {
+            birth: attrs.load().durations.clone(),
             attrs: Arc::clone(&attrs),
             duration: self.duration.clone(),
         };
@@ -115,13 +116,13 @@ impl Observe for BalanceMetrics {
         for (s, slot) in &pool {
             let meta = s.meta();
             if slot.load().placement != placement(&meta) {
-                slot.store(Arc::new(EndpointAttrs::new(
+                slot.replace(EndpointAttrs::new(
                     &self.attrs,
                     s.label(),
                     &meta,
                     &self.duration,
                     self.bind,
-                )));
+                ));
             }
         }
         born.retain(|id, _| members.iter().any(|s| s.id() == *id));

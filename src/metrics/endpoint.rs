@@ -1,6 +1,8 @@
 //! One endpoint's attribute sets, built once when the endpoint joins, and
 //! the one per-request record.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use opentelemetry::KeyValue;
@@ -96,8 +98,36 @@ pub(crate) fn placement(meta: &EndpointMeta) -> (String, u32) {
     (meta.locality().zone().to_string(), meta.priority())
 }
 
-/// An endpoint's attribute sets, replaced when its placement changes.
-pub(crate) type Slot = ArcSwap<EndpointAttrs>;
+/// An endpoint's attribute sets, replaced when its placement changes, and
+/// whether they have been.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    current: ArcSwap<EndpointAttrs>,
+    /// The sets have been replaced since the endpoint joined: its
+    /// [`Recorder`]'s birth histograms are no longer its series.
+    moved: AtomicBool,
+}
+
+impl Slot {
+    pub(crate) fn new(attrs: EndpointAttrs) -> Self {
+        Self {
+            current: ArcSwap::from_pointee(attrs),
+            moved: AtomicBool::new(false),
+        }
+    }
+
+    /// The current sets.
+    pub(crate) fn load(&self) -> arc_swap::Guard<Arc<EndpointAttrs>> {
+        self.current.load()
+    }
+
+    /// Replaces the sets (a new placement); records go to the new ones
+    /// from now on.
+    pub(crate) fn replace(&self, attrs: EndpointAttrs) {
+        self.current.store(Arc::new(attrs));
+        self.moved.store(true, Ordering::Release);
+    }
+}
 
 /// Records `lb.request.duration` for one endpoint: the only per-request
 /// measurement. Lives in the endpoint's state.
@@ -108,10 +138,22 @@ pub(crate) type Slot = ArcSwap<EndpointAttrs>;
 /// attributes with SipHash and compares them on every record, which made
 /// metrics on 1.9-2.0x metrics off per request (`benches/balance.rs`,
 /// `metrics/on`); bound, see the bench's figures in the README.
+///
+/// The histograms bound when the endpoint joined are kept here as well as
+/// in its [`Slot`], and used while its placement has not changed (one
+/// relaxed load): reading them through the slot's `ArcSwap` cost two
+/// locked instructions and 85 instructions in all per request, a third of
+/// the record (callgrind, `benches/interleaved.rs`, `whole`). After a
+/// change (a discovery update of the endpoint's zone or priority, rare),
+/// records read the slot. The birth series then stays bound until the
+/// endpoint leaves: under cumulative temporality (Prometheus) every series
+/// stays anyway; under delta, that one is not evicted while idle.
 #[derive(Debug)]
 pub(crate) struct Recorder {
     /// The endpoint's attribute sets and their bound histograms.
-    pub(crate) attrs: std::sync::Arc<Slot>,
+    pub(crate) attrs: Arc<Slot>,
+    /// The histograms bound to the sets the endpoint joined with, if bound.
+    pub(crate) birth: Option<[BoundHistogram<f64>; 2]>,
     /// The histogram itself, for records without binding.
     pub(crate) duration: Histogram<f64>,
 }
@@ -126,6 +168,11 @@ impl EndpointObserver for Recorder {
             Outcome::Failure(_) => 1,
             Outcome::Ignore => return,
         };
+        if let Some(birth) = &self.birth
+            && !self.attrs.moved.load(Ordering::Relaxed)
+        {
+            return birth[i].record(latency.as_secs_f64());
+        }
         let attrs = self.attrs.load();
         match &attrs.durations {
             Some(bound) => bound[i].record(latency.as_secs_f64()),
