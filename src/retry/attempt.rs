@@ -139,8 +139,14 @@ where
     /// Cancels a running attempt that lost to the other one (a caller's
     /// drop, not a timeout): its run time is a lower bound for the hedge
     /// percentile.
+    /// An idle slot (the winner's, already emptied by its poll) is left
+    /// as it is.
+    #[inline]
     pub(super) fn cancel(mut self: Pin<&mut Self>, now: Instant, hedger: Option<&Hedger>) {
-        if let (Slot::Running { start, .. }, Some(h)) = (&*self, hedger) {
+        let Slot::Running { start, .. } = &*self else {
+            return;
+        };
+        if let Some(h) = hedger {
             h.record_lower_bound(crate::time::elapsed(*start, now));
         }
         self.set(Slot::Idle);
