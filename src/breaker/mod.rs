@@ -58,7 +58,9 @@
 //!
 //! A state check is one atomic load. Admission in the closed state is one
 //! atomic load; recording takes one lock, uncontended unless many threads
-//! complete calls on the same breaker at once. A refusal takes no lock
+//! complete calls on the same breaker at once, except for a success while
+//! the window holds nothing but successes (a full count window), which
+//! changes nothing and is two atomic loads. A refusal takes no lock
 //! unless it causes a transition (end of the wait, an overdue probe).
 //!
 //! # Example: the layer
