@@ -139,6 +139,7 @@ where
     /// Cancels a running attempt that lost to the other one (a caller's
     /// drop, not a timeout): its run time is a lower bound for the hedge
     /// percentile.
+    ///
     /// An idle slot (the winner's, already emptied by its poll) is left
     /// as it is. Inlined: out of line, the call cost the stack 17
     /// instructions per request (callgrind, `benches/interleaved.rs`).

@@ -10,9 +10,10 @@
 //! that lock is taken only to record, never to admit; a refused call never
 //! takes it, and neither does a success while the window holds nothing but
 //! successes (the common case of a healthy endpoint, where recording one
-//! changes nothing; see `CircuitBreaker::quiet`). The few numbers a lock-free check needs (end of the open wait,
-//! probe slots taken, probe deadline) are mirrored in atomics, written under
-//! the lock before the state word is published.
+//! changes nothing; see `CircuitBreaker::quiet`). The few numbers a
+//! lock-free check needs (end of the open wait, probe slots taken, probe
+//! deadline) are mirrored in atomics, written under the lock before the
+//! state word is published.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
