@@ -110,6 +110,23 @@ fn balance_path_does_not_allocate() {
     with_metrics();
 }
 
+/// With per-thread load, every picker picks and records in its thread's
+/// lane without allocating.
+#[test]
+fn per_thread_path_does_not_allocate() {
+    for &name in pick::NAMES {
+        let picker = pick::AnyPicker::by_name(name, pick::key_fn(|r: &u64| Some(*r))).unwrap();
+        let mut b = Balance::builder()
+            .picker(picker)
+            .seed(1)
+            .per_thread_load(true);
+        for i in 0..16u32 {
+            b = b.weighted_endpoint(i, Noop, 1.0 + f64::from(i % 3));
+        }
+        assert_eq!(count(b.build().unwrap(), 100), 0, "{name}");
+    }
+}
+
 /// With the route step on (two priority levels, zones, a subset), every
 /// picker picks without allocating.
 #[test]

@@ -16,6 +16,8 @@ use crate::pick::Picker;
 pub(crate) struct LoadSettings {
     pub(crate) report_expiry: Duration,
     pub(crate) adaptive: Option<AdaptiveConcurrency>,
+    /// Each thread keeps its own lane of load and latency.
+    pub(crate) per_thread: bool,
 }
 
 impl Default for LoadSettings {
@@ -23,6 +25,7 @@ impl Default for LoadSettings {
         Self {
             report_expiry: DEFAULT_REPORT_EXPIRY,
             adaptive: None,
+            per_thread: false,
         }
     }
 }
@@ -55,6 +58,36 @@ impl<K, S, P, C> Builder<K, S, P, C> {
     /// [`max_in_flight`](Self::max_in_flight) too, the lower bound wins.
     pub fn adaptive_concurrency(mut self, limits: AdaptiveConcurrency) -> Self {
         self.cfg.load.adaptive = Some(limits);
+        self
+    }
+
+    /// Whether each thread that picks keeps its own view of the endpoints'
+    /// load and latency (off by default).
+    ///
+    /// On, each thread picks and records in a lane of its own (one per
+    /// core, up to 8; see [`EndpointState::in_flight`](crate::endpoint::EndpointState::in_flight)
+    /// for what the accessors report), so the threads of a multi-threaded
+    /// runtime do not write each other's cache lines on every call: two
+    /// threads on one balancer move 1.75–1.97× one thread's requests, as
+    /// two balancers do, where the shared view stops at 1.5–1.6×
+    /// (`benches/interleaved.rs`, `lanes_2t` and `shared_2t`). A failure
+    /// is still seen by every thread at once.
+    ///
+    /// It is off by default because each thread then weighs only its own
+    /// calls, as a balancer per worker would: the lab's HTTP mode, on two
+    /// worker threads, measured `least_in_flight` in `many-clients` (25
+    /// balancers of 4 users each) at a mean of 297 ms instead of 188, and
+    /// `p2c_least_in_flight` at 334 instead of 273; `peak_ewma` moved by
+    /// 1–2% (`steady-capacity`, `many-clients`). Turn it on where the
+    /// balancer's own cost matters more than the last of its judgement:
+    /// many cores, cheap calls, one balancer per process, a latency-aware
+    /// picker. A single-threaded runtime uses one lane either way.
+    ///
+    /// A balancer with [`max_in_flight`](Self::max_in_flight) or
+    /// [`adaptive_concurrency`](Self::adaptive_concurrency) always shares
+    /// one view, since a cap needs the exact count.
+    pub fn per_thread_load(mut self, on: bool) -> Self {
+        self.cfg.load.per_thread = on;
         self
     }
 }

@@ -263,7 +263,12 @@ impl<K, S, P: Picker, C> Shared<K, S, P, C> {
     /// Publishes a new endpoint set: the one place snapshots are swapped.
     /// Callers hold the writer lock (or own the only reference).
     pub(crate) fn publish(&self, members: Vec<Member<K, S>>) {
-        let snap = Snapshot::new(&self.picker, &self.router, members);
+        let snap = Snapshot::new(
+            &self.picker,
+            &self.router,
+            members,
+            self.model.lane_mask + 1,
+        );
         self.health.set_pool(&snap.states);
         if let Some(o) = &self.observer {
             o.set_pool(&snap.member_states());

@@ -82,6 +82,7 @@ impl<K, S: Clone, P: Picker, C> Shared<K, S, P, C> {
         };
         let avoid = scope::current_avoid();
         let avoid = avoid.as_ref().map_or(&[][..], |(ids, len)| &ids[..*len]);
+        let lane = crate::endpoint::current_lane(self.model.lane_mask);
         let mut pool = Pool {
             states: &snap.states,
             sampler: &snap.sampler,
@@ -91,6 +92,7 @@ impl<K, S: Clone, P: Picker, C> Shared<K, S, P, C> {
             rates: self.model.rates,
             rng: &self.rng,
             cap: self.cap,
+            lane,
             avoid,
             route,
         };
@@ -110,10 +112,10 @@ impl<K, S: Clone, P: Picker, C> Shared<K, S, P, C> {
                 pool.avoid = &[];
                 continue;
             };
-            let Some(state) = snap.states.get(i) else {
+            let (Some(state), Some(handle)) = (snap.states.get(i), snap.lane(i, lane)) else {
                 break;
             };
-            if let Some(guard) = self.health.admit(state, self.cap, now, now_ns) {
+            if let Some(guard) = self.health.admit(state, handle, self.cap, now, now_ns) {
                 scope::report_pick(state.id());
                 return Ok((snap.entries[i].service.clone(), guard));
             }

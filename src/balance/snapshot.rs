@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::endpoint::EndpointState;
+use crate::endpoint::{EndpointState, Lane};
 use crate::pick::Picker;
 use crate::pick::sampler::Sampler;
 use crate::route::{Routed, Router};
@@ -40,6 +40,10 @@ pub(crate) struct Snapshot<K, S, T> {
     pub(crate) entries: Vec<Arc<Entry<K, S>>>,
     /// Parallel to `entries`; kept apart so pickers see a plain slice.
     pub(crate) states: Vec<Arc<EndpointState>>,
+    /// Each of `states` once per lane, lane by lane (`lanes[lane · n + i]`
+    /// for `n` states): what a call's guard holds, so that threads in
+    /// different lanes count references on different lines.
+    lanes: Vec<Arc<Lane>>,
     pub(crate) sampler: Sampler,
     pub(crate) table: T,
     /// The route step's sets over `states`; `None` when there is nothing
@@ -55,6 +59,7 @@ impl<K, S, T> Snapshot<K, S, T> {
         picker: &P,
         router: &Arc<Router>,
         members: Vec<Member<K, S>>,
+        lanes: usize,
     ) -> Self {
         let hashes: Vec<u64> = members.iter().map(|m| m.state.key_hash()).collect();
         let subset = router.subset(&hashes);
@@ -71,7 +76,11 @@ impl<K, S, T> Snapshot<K, S, T> {
             .map(|m| (Arc::clone(&m.entry), Arc::clone(&m.state)))
             .unzip();
         let weights: Vec<f64> = states.iter().map(|s| s.weight()).collect();
+        let lanes = (0..lanes)
+            .flat_map(|lane| states.iter().map(move |s| Lane::new(Arc::clone(s), lane)))
+            .collect();
         Self {
+            lanes,
             sampler: Sampler::new(&weights),
             table: picker.table(&states),
             route: router.route(picker, &states),
@@ -80,6 +89,12 @@ impl<K, S, T> Snapshot<K, S, T> {
             entries,
             states,
         }
+    }
+
+    /// Endpoint `i`'s handle in lane `lane`.
+    #[inline(always)]
+    pub(crate) fn lane(&self, i: usize, lane: usize) -> Option<&Arc<Lane>> {
+        self.lanes.get(lane * self.states.len() + i)
     }
 
     /// The members of this balancer's subset, draining ones included: the

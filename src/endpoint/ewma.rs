@@ -246,6 +246,11 @@ impl Ewma {
         self.observe(x_ns, false, now_ns, rates);
     }
 
+    /// When the last sample was taken, in ns since the epoch.
+    pub(crate) fn stamp(&self) -> u64 {
+        self.stamp.load(Ordering::Relaxed) & !FAILED
+    }
+
     /// The estimate, spread and failure ratio projected to `now_ns`,
     /// without mutation.
     #[inline(always)]

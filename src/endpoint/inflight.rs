@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Completion, EndpointState};
+use super::{Completion, EndpointState, Lane};
 use crate::breaker::Ticket;
 use crate::classify::{FailureKind, Outcome};
 
@@ -27,7 +27,9 @@ use crate::classify::{FailureKind, Outcome};
 ///   given back.
 #[derive(Debug)]
 pub struct InFlight {
-    state: Arc<EndpointState>,
+    /// The endpoint and the lane the call counts in (see
+    /// [`lanes`](super::lanes)).
+    lane: Arc<Lane>,
     concurrency: usize,
     /// The breaker's permit for this call, when the endpoint has a breaker.
     ticket: Option<Ticket>,
@@ -41,9 +43,9 @@ pub struct InFlight {
 
 impl InFlight {
     #[cfg(test)]
-    pub(super) fn new(state: Arc<EndpointState>, concurrency: usize) -> Self {
+    pub(super) fn new(lane: Arc<Lane>, concurrency: usize) -> Self {
         Self {
-            state,
+            lane,
             concurrency,
             ticket: None,
             started: None,
@@ -52,11 +54,12 @@ impl InFlight {
 
     /// The endpoint this request is on.
     pub fn endpoint(&self) -> &Arc<EndpointState> {
-        &self.state
+        &self.lane.state
     }
 
     /// Requests in flight on the endpoint when this one was dispatched,
-    /// itself included.
+    /// itself included, as its thread's picks counted them (see
+    /// [`EndpointState::in_flight`]).
     pub fn concurrency(&self) -> usize {
         self.concurrency
     }
@@ -65,13 +68,13 @@ impl InFlight {
     /// already taken, with its breaker `ticket` if the endpoint has one.
     #[inline]
     pub(super) fn started(
-        state: Arc<EndpointState>,
+        lane: Arc<Lane>,
         concurrency: usize,
         ticket: Option<Ticket>,
         start_ns: u64,
     ) -> Self {
         Self {
-            state,
+            lane,
             concurrency,
             ticket,
             started: Some(start_ns),
@@ -128,7 +131,7 @@ impl InFlight {
     /// The time now, in ns since the epoch, and the call's latency so far.
     #[inline]
     pub(crate) fn elapsed(&self) -> (u64, Duration) {
-        let now_ns = self.state.model.nanos(crate::scope::now());
+        let now_ns = self.lane.state.model.nanos(crate::scope::now());
         (
             now_ns,
             Duration::from_nanos(now_ns.saturating_sub(self.started.unwrap_or(now_ns))),
@@ -153,12 +156,13 @@ impl InFlight {
     #[inline]
     fn settle(&mut self, outcome: &Outcome, latency: Duration, now_ns: u64) {
         self.started = None;
-        let state = &*self.state;
+        let state = &*self.lane.state;
         state.record(
             outcome,
             crate::time::nanos(latency),
             now_ns,
             self.concurrency,
+            self.lane.index,
         );
         if let Some(o) = &state.observer {
             o.finished(*outcome, latency);
@@ -199,17 +203,18 @@ impl Drop for InFlight {
                 self.settle_timeout();
             } else {
                 self.started = None;
-                let state = &*self.state;
+                let state = &*self.lane.state;
                 let now_ns = state.model.nanos(Instant::now());
-                state.record_abandoned(now_ns.saturating_sub(start_ns), now_ns);
+                state.record_abandoned(now_ns.saturating_sub(start_ns), now_ns, self.lane.index);
                 state.model.judge.abandoned(state, self.ticket.take());
             }
         } else if let Some(t) = self.ticket.take() {
             // A ticket on a call never started: `start` starts every call it
             // admits, so only a guard built otherwise gets here; its probe is
             // given back all the same.
-            self.state.model.judge.abandoned(&self.state, Some(t));
+            let state = &*self.lane.state;
+            state.model.judge.abandoned(state, Some(t));
         }
-        self.state.release();
+        self.lane.state.release(self.lane.index);
     }
 }

@@ -31,12 +31,14 @@
 mod completion;
 mod ewma;
 mod inflight;
+mod lanes;
 mod limit;
 mod meta;
 mod parallelism;
 mod reported;
 mod slow_start;
 mod state;
+mod view;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,7 +60,9 @@ pub use state::{EndpointState, Estimate};
 pub(crate) use state::Birth;
 
 pub(crate) use ewma::{Idle, Rates, decay};
+pub(crate) use lanes::{Lane, current as current_lane, mask_for_cores};
 pub(crate) use limit::Cap;
+pub(crate) use view::View;
 
 use crate::breaker::Ticket;
 use crate::classify::Outcome;
@@ -100,6 +104,9 @@ pub(crate) struct Model {
     pub(crate) adaptive: Option<AdaptiveConcurrency>,
     /// The health owner: breakers, outlier detection, events, metrics.
     pub(crate) judge: Arc<dyn Judge>,
+    /// The lanes each endpoint uses, minus one (see [`lanes`]): 0 with a
+    /// cap or adaptive limits, which need the exact count.
+    pub(crate) lane_mask: usize,
     /// [`Judge::judges_untracked`], read once: when false, a call with no
     /// breaker ticket ends without the call into the judge.
     pub(crate) judge_untracked: bool,

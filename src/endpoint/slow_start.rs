@@ -156,10 +156,16 @@ impl SlowStart {
 impl EndpointState {
     /// The weight after slow start, at `now_ns` (ns since the balancer's epoch).
     #[inline(always)]
-    pub(crate) fn effective_weight_ns(&self, now_ns: u64) -> f64 {
-        let w = self.weight();
+    pub(crate) fn effective_weight_ns(&self, now_ns: u64, lane: usize) -> f64 {
+        self.view(lane).weight_ns(now_ns)
+    }
+
+    /// Weight `w` after slow start at `now_ns`, for a ramp that started at
+    /// `ramp_start` (`NO_RAMP`: none).
+    #[inline(always)]
+    pub(crate) fn ramped(&self, w: f64, ramp_start: u64, now_ns: u64) -> f64 {
         // `ramp_start` is only set when the model has slow start.
-        match self.hot.ramp_start {
+        match ramp_start {
             NO_RAMP => w,
             start => match &self.model.slow_start {
                 Some(ss) => w * ss.factor(now_ns.saturating_sub(start)),
@@ -170,8 +176,8 @@ impl EndpointState {
 
     /// The slow-start factor at `now_ns`, in `[0, 1]`: 1 when not ramping.
     #[inline(always)]
-    pub(crate) fn ramp_ns(&self, now_ns: u64) -> f64 {
-        match self.hot.ramp_start {
+    pub(crate) fn ramp_ns(&self, now_ns: u64, lane: usize) -> f64 {
+        match self.lane(lane).ramp_start {
             NO_RAMP => 1.0,
             start => self
                 .model
@@ -187,7 +193,7 @@ impl EndpointState {
         let Some(ss) = &self.model.slow_start else {
             return 0;
         };
-        match self.hot.ramp_start {
+        match self.lane(0).ramp_start {
             NO_RAMP => ss.window_ns(),
             start => now_ns.saturating_sub(start).min(ss.window_ns()),
         }
@@ -195,7 +201,7 @@ impl EndpointState {
 
     /// The weight after slow start, at `now`.
     pub fn effective_weight(&self, now: Instant) -> f64 {
-        self.effective_weight_ns(self.model.nanos(now))
+        self.effective_weight_ns(self.model.nanos(now), 0)
     }
 }
 

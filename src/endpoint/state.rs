@@ -2,16 +2,18 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use tokio::time::Instant;
 
-use super::ewma::{Ewma, Rates, decay};
+#[cfg(test)]
+use super::InFlight;
+use super::ewma::{Ewma, decay};
+use super::lanes::LANES;
 use super::limit::Limit;
 use super::parallelism::Parallelism;
 use super::reported::Reported;
-use super::{EndpointMeta, EndpointObserver, InFlight, MAX_RETRY_AFTER_PENALTY, Model};
+use super::{EndpointMeta, EndpointObserver, MAX_RETRY_AFTER_PENALTY, Model};
 use crate::breaker::CircuitBreaker;
 use crate::classify::{FailureKind, Outcome};
 use crate::outlier::HostStats;
@@ -36,8 +38,11 @@ pub struct Estimate {
 /// counters, placement, and the inputs of its health.
 #[repr(C)]
 pub struct EndpointState {
-    /// Everything a pick reads and a response writes, in one cache line.
-    pub(super) hot: Hot,
+    /// Everything a pick reads and a response writes, one cache line per
+    /// lane (see [`lanes`](super::lanes)); the lanes past `mask` unused.
+    pub(super) hot: [Hot; LANES],
+    /// The lanes in use, minus one.
+    pub(super) mask: usize,
     id: u64,
     key_hash: u64,
     /// How events and metrics name the endpoint.
@@ -70,14 +75,14 @@ pub struct EndpointState {
 #[derive(Debug)]
 #[repr(C, align(64))]
 pub(super) struct Hot {
-    in_flight: AtomicUsize,
-    latency: Ewma,
-    parallelism: Parallelism,
-    weight: AtomicU64,
+    pub(super) in_flight: AtomicUsize,
+    pub(super) latency: Ewma,
+    pub(super) parallelism: Parallelism,
+    pub(super) weight: AtomicU64,
     /// Start of this endpoint's slow-start ramp (ns since epoch);
     /// `NO_RAMP` when it has none (read in `slow_start.rs`).
     pub(super) ramp_start: u64,
-    requests: AtomicU64,
+    pub(super) requests: AtomicU64,
 }
 
 pub(super) const NO_RAMP: u64 = u64::MAX;
@@ -101,18 +106,20 @@ pub(crate) struct Birth {
 impl EndpointState {
     pub(crate) fn new(birth: Birth, model: &Arc<Model>, now: Instant) -> Self {
         let now_ns = model.nanos(now);
+        let ramp_start = match birth.ramp_start {
+            Some(start) if model.slow_start.is_some() => start.min(NO_RAMP - 1),
+            _ => NO_RAMP,
+        };
         Self {
-            hot: Hot {
+            hot: std::array::from_fn(|_| Hot {
                 in_flight: AtomicUsize::new(0),
                 latency: Ewma::new(model.default_rtt_ns, now_ns),
                 parallelism: Parallelism::new(),
                 weight: AtomicU64::new(birth.weight.to_bits()),
-                ramp_start: match birth.ramp_start {
-                    Some(start) if model.slow_start.is_some() => start.min(NO_RAMP - 1),
-                    _ => NO_RAMP,
-                },
+                ramp_start,
                 requests: AtomicU64::new(0),
-            },
+            }),
+            mask: model.lane_mask,
             id: birth.id,
             key_hash: birth.key_hash,
             label: birth.label,
@@ -147,67 +154,6 @@ impl EndpointState {
     /// key's label (see [`Builder::labels`](crate::balance::Builder::labels)).
     pub fn label(&self) -> &str {
         &self.label
-    }
-
-    /// Requests dispatched to this endpoint and not yet finished.
-    #[inline(always)]
-    pub fn in_flight(&self) -> usize {
-        self.hot.in_flight.load(Ordering::Relaxed)
-    }
-
-    /// The configured weight.
-    #[inline(always)]
-    pub fn weight(&self) -> f64 {
-        f64::from_bits(self.hot.weight.load(Ordering::Relaxed))
-    }
-
-    pub(crate) fn set_weight(&self, w: f64) {
-        self.hot.weight.store(w.to_bits(), Ordering::Relaxed);
-    }
-
-    /// [`estimate`](Self::estimate) at `now_ns`, with the model's rates at
-    /// hand (a pick carries them, saving a pointer chase per candidate).
-    #[inline(always)]
-    pub(crate) fn estimate_with(&self, now_ns: u64, rates: Rates) -> Estimate {
-        let r = self.hot.latency.read(now_ns, rates);
-        Estimate {
-            mean_ns: r.est,
-            spread_ns: r.spread,
-            failure_rate: r.failure,
-        }
-    }
-
-    /// [`estimate_with`](Self::estimate_with) with the decay left as a
-    /// factor (see [`Idle`](super::Idle)).
-    #[inline(always)]
-    pub(crate) fn estimate_idle(&self, now_ns: u64, rates: Rates) -> super::Idle {
-        self.hot.latency.read_idle(now_ns, rates)
-    }
-
-    /// The latency estimate projected to `now` (decay applied, nothing written).
-    pub fn estimate(&self, now: Instant) -> Estimate {
-        self.estimate_with(self.model.nanos(now), self.model.rates)
-    }
-
-    /// How many requests this endpoint appears to serve at once without
-    /// queueing, learned from this balancer's own traffic (at least 1; see
-    /// the notes on parallelism in [`PeakEwma`](crate::pick::PeakEwma)).
-    #[inline(always)]
-    pub fn parallelism(&self) -> f64 {
-        self.hot.parallelism.get()
-    }
-
-    /// The floor latency in ns (+∞ before the first successful call).
-    #[inline(always)]
-    pub(crate) fn floor_ns(&self) -> f64 {
-        self.hot.parallelism.floor()
-    }
-
-    /// The unloaded ("floor") latency the parallelism estimate is measured
-    /// against; `None` before the first successful call.
-    pub fn floor_latency(&self) -> Option<Duration> {
-        let f = self.hot.parallelism.floor();
-        f.is_finite().then(|| Duration::from_nanos(f as u64))
     }
 
     /// The adaptive concurrency limit: requests this endpoint may have in
@@ -295,7 +241,10 @@ impl EndpointState {
 
     /// Calls that completed with an outcome other than `Ignore`.
     pub fn requests(&self) -> u64 {
-        self.hot.requests.load(Ordering::Relaxed)
+        self.lanes()
+            .iter()
+            .map(|h| h.requests.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Calls classified as failures.
@@ -310,59 +259,38 @@ impl EndpointState {
     pub fn picks(&self) -> u64 {
         // The in-flight count is released after the completion counters are
         // bumped: read it first (acquire) so the sum never goes backwards.
-        let in_flight = self.hot.in_flight.load(Ordering::Acquire) as u64;
+        let in_flight: u64 = self
+            .lanes()
+            .iter()
+            .map(|h| h.in_flight.load(Ordering::Acquire) as u64)
+            .sum();
         in_flight
             + self.requests()
             + self.ignored.load(Ordering::Relaxed)
             + self.abandoned.load(Ordering::Relaxed)
     }
 
-    /// Takes one in-flight slot, unless the endpoint already has `cap` (a
-    /// guard with no call started: pickers' tests load endpoints with it).
+    /// Takes one in-flight slot in lane 0, unless the endpoint already has
+    /// `cap` (a guard with no call started: pickers' tests load endpoints
+    /// with it).
     #[cfg(test)]
     pub(crate) fn try_acquire(self: &Arc<Self>, cap: Option<usize>) -> Option<InFlight> {
-        let concurrency = self.take_slot(cap)?;
-        Some(InFlight::new(Arc::clone(self), concurrency))
+        let concurrency = self.take_slot(cap, 0)?;
+        Some(InFlight::new(
+            super::Lane::new(Arc::clone(self), 0),
+            concurrency,
+        ))
     }
 
-    /// Takes one in-flight slot, unless the endpoint already has `cap`, then
-    /// asks `ticket` (the breaker's permit) and starts the call at `now_ns`;
-    /// the slot is given back if `ticket` refuses.
-    ///
-    /// The guard is built once, complete, rather than taken and then filled
-    /// in by value: each step moved it, and the moves' partial writes and
-    /// wide reads stalled store forwarding on the request path
-    /// (`benches/interleaved.rs`, `default`).
+    /// Takes one in-flight slot in lane `lane`, unless the endpoint already
+    /// has `cap` (a capped balancer has one lane); returns the lane's count
+    /// in flight with it.
     #[inline]
-    pub(crate) fn start<E>(
-        self: &Arc<Self>,
-        cap: Option<usize>,
-        now_ns: u64,
-        ticket: impl FnOnce(&Self) -> Result<Option<crate::breaker::Ticket>, E>,
-    ) -> Option<InFlight> {
-        let concurrency = self.take_slot(cap)?;
-        match ticket(self) {
-            Ok(ticket) => Some(InFlight::started(
-                Arc::clone(self),
-                concurrency,
-                ticket,
-                now_ns,
-            )),
-            Err(_) => {
-                self.release();
-                None
-            }
-        }
-    }
-
-    /// Takes one in-flight slot, unless the endpoint already has `cap`;
-    /// returns the count in flight with it.
-    #[inline]
-    fn take_slot(&self, cap: Option<usize>) -> Option<usize> {
+    pub(super) fn take_slot(&self, cap: Option<usize>, lane: usize) -> Option<usize> {
+        let hot = self.lane(lane);
         let before = match cap {
-            None => self.hot.in_flight.fetch_add(1, Ordering::Relaxed),
-            Some(cap) => self
-                .hot
+            None => hot.in_flight.fetch_add(1, Ordering::Relaxed),
+            Some(cap) => hot
                 .in_flight
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
                     (n < cap).then_some(n + 1)
@@ -377,31 +305,33 @@ impl EndpointState {
         self.model.epoch.at(now_ns)
     }
 
-    /// Gives an in-flight slot back.
+    /// Gives an in-flight slot of lane `lane` back.
     #[inline]
-    pub(super) fn release(&self) {
-        self.hot.in_flight.fetch_sub(1, Ordering::Release);
+    pub(super) fn release(&self, lane: usize) {
+        self.lane(lane).in_flight.fetch_sub(1, Ordering::Release);
     }
 
     /// Counts a call dropped before it ended and records how long it had
     /// waited as a lower bound on the latency: an endpoint that never
     /// answers has its calls cut and must not look idle and fast.
-    pub(super) fn record_abandoned(&self, waited_ns: u64, now_ns: u64) {
+    pub(super) fn record_abandoned(&self, waited_ns: u64, now_ns: u64, lane: usize) {
         self.abandoned.fetch_add(1, Ordering::Relaxed);
-        self.hot
+        self.lane(lane)
             .latency
             .observe_lower_bound(waited_ns as f64, now_ns, self.model.rates);
     }
 
-    /// Feeds one completed call into the latency model; `concurrency` is the
-    /// number of requests that were in flight when it was dispatched, itself
-    /// included.
+    /// Feeds one completed call into lane `lane`'s latency model;
+    /// `concurrency` is the number of requests that were in flight in the
+    /// lane when it was dispatched, itself included. A hard failure's
+    /// penalty goes to every lane (see [`lanes`](super::lanes)).
     pub(crate) fn record(
         &self,
         outcome: &Outcome,
         latency_ns: u64,
         now_ns: u64,
         concurrency: usize,
+        lane: usize,
     ) {
         let lat = latency_ns as f64;
         let (sample, failed) = match *outcome {
@@ -427,19 +357,36 @@ impl EndpointState {
                 }
             }
         };
-        self.hot.requests.fetch_add(1, Ordering::Relaxed);
+        let hot = self.lane(lane);
+        hot.requests.fetch_add(1, Ordering::Relaxed);
         let rates = self.model.rates;
-        let dt = self.hot.latency.observe(sample, failed, now_ns, rates);
+        let dt = hot.latency.observe(sample, failed, now_ns, rates);
+        if failed && self.mask != 0 {
+            self.spread_failure(sample, now_ns, lane);
+        }
         if *outcome == Outcome::Success {
-            self.hot.parallelism.observe(sample, concurrency, || {
+            hot.parallelism.observe(sample, concurrency, || {
                 (
                     decay(dt, rates.latency),
                     decay(dt, rates.latency * (1.0 / FLOOR_DECAY_FACTOR)),
                 )
             });
             if let Some(cfg) = &self.model.adaptive {
-                let floor = self.hot.parallelism.floor();
+                let floor = hot.parallelism.floor();
                 self.limit.observe(cfg, sample, floor, concurrency);
+            }
+        }
+    }
+
+    /// Writes a hard failure's penalty `sample` into the lanes other than
+    /// `lane`: a failing replica is avoided by every thread after one
+    /// failure. Out of line: failures are rare, and the request path's
+    /// success stays small.
+    #[inline(never)]
+    fn spread_failure(&self, sample: f64, now_ns: u64, lane: usize) {
+        for (i, h) in self.lanes().iter().enumerate() {
+            if i != lane & (LANES - 1) {
+                h.latency.observe(sample, true, now_ns, self.model.rates);
             }
         }
     }

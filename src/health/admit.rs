@@ -7,11 +7,12 @@ use tokio::time::Instant;
 
 use super::Health;
 use super::census::{CHECK, EJECTED, Route};
-use crate::endpoint::{Cap, EndpointState, InFlight};
+use crate::endpoint::{Cap, EndpointState, InFlight, Lane};
 use crate::error::{Error, Refusal, Unavailable};
 
 impl Health {
-    /// Takes an in-flight slot on `state` (unless it is at its `cap`) and a permit
+    /// Takes an in-flight slot on `state` in `lane`, its handle there
+    /// (unless it is at its `cap`), and a permit
     /// from its breaker (unless the breaker refuses), and starts the call's
     /// clock. `None` when either is refused: the slot is given back.
     ///
@@ -22,12 +23,13 @@ impl Health {
     #[inline]
     pub(crate) fn admit(
         &self,
-        state: &Arc<EndpointState>,
+        state: &EndpointState,
+        lane: &Arc<Lane>,
         cap: Cap,
         now: Instant,
         now_ns: u64,
     ) -> Option<InFlight> {
-        state.start(cap.of(state), now_ns, |s| match s.breaker() {
+        lane.start(state, cap.of(state), now_ns, |s| match s.breaker() {
             Some(b) => b.acquire_ticket(now).map(Some),
             None => Ok(None),
         })

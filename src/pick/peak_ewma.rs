@@ -193,11 +193,12 @@ impl PeakEwma {
     /// other (default `Balance` 140 -> 135 ns, classic 135 -> 130).
     #[inline(always)]
     fn cost_parts<T>(&self, cx: &Pool<'_, T>, i: usize) -> (f64, f64, f64) {
-        let e = cx.estimate_idle(i);
-        let state = cx.endpoint(i);
+        let v = cx.view(i);
+        let e = v.estimate_idle(cx.now_ns, cx.rates);
+        let state = v.state;
         // (in_flight / p + 1) = (in_flight + p) / p.
         let p = if self.learn_parallelism {
-            state.parallelism()
+            v.parallelism()
         } else {
             1.0
         };
@@ -210,7 +211,7 @@ impl PeakEwma {
             && let Some((u, age)) = state.utilization_at(cx.now_ns)
         {
             // +∞ before the first success: then the estimate stands.
-            let floor = state.floor_ns();
+            let floor = v.floor_ns();
             if floor.is_finite() {
                 // The floor does not decay: apply the decay first.
                 est = (est * w).max(floor * (u * decay(age, self.fade_rate)).max(1.0));
@@ -219,8 +220,8 @@ impl PeakEwma {
             }
         }
         (
-            (est + self.spread_factor * spread) * (state.in_flight() as i64 as f64 + p),
-            p * cx.weight(i) * ok * ok,
+            (est + self.spread_factor * spread) * (v.in_flight() as i64 as f64 + p),
+            p * v.weight_ns(cx.now_ns) * ok * ok,
             w,
         )
     }
@@ -324,7 +325,7 @@ mod tests {
         let f = Fixture::new(&[1.0, 1.0]);
         let now_ns = || f.model.nanos(tokio::time::Instant::now());
         for s in &f.states {
-            s.record(&Outcome::Success, 50_000_000, now_ns(), 1);
+            s.record(&Outcome::Success, 50_000_000, now_ns(), 1, 0);
         }
         let p = PeakEwma::new().utilization(true).spread_factor(0.0);
         assert_eq!(p.name(), "peak_ewma_orca");
@@ -349,7 +350,7 @@ mod tests {
         use crate::orca::{DEFAULT_REPORT_EXPIRY, LoadReport};
         let f = Fixture::new(&[1.0]);
         let s = &f.states[0];
-        s.record(&Outcome::Success, 300_000_000, 0, 1);
+        s.record(&Outcome::Success, 300_000_000, 0, 1, 0);
         s.record_load(&LoadReport::new().with_cpu_utilization(0.1), 0);
         let p = PeakEwma::new().utilization(true).spread_factor(0.0);
         // 30 s idle: the estimate has decayed to 5% of 300 ms; the cost stays at the floor.

@@ -23,6 +23,9 @@ pub struct Pool<'a, T> {
     pub(crate) rates: Rates,
     pub(crate) rng: &'a RngSource,
     pub(crate) cap: Cap,
+    /// The lane of the picking thread: whose in-flight counts and latency
+    /// the pick weighs (see [`EndpointState::in_flight`]).
+    pub(crate) lane: usize,
     /// Ids of endpoints this request should avoid (tried by a retry).
     pub(crate) avoid: &'a [u64],
     /// How health restricts this pick (from the census).
@@ -95,23 +98,27 @@ impl<'a, T> Pool<'a, T> {
         self.avoid.is_empty() || !self.avoid.contains(&s.id())
     }
 
-    /// Requests in flight on endpoint `i`.
+    /// Requests in flight on endpoint `i`, as this thread counts them:
+    /// its own calls when the balancer keeps
+    /// [per-thread load](crate::balance::Builder::per_thread_load), else
+    /// every call. ([`endpoint`](Self::endpoint)`(i).in_flight()` sums every
+    /// thread's, and reads a line per thread.)
     #[inline(always)]
     pub fn in_flight(&self, i: usize) -> usize {
-        self.states[i].in_flight()
+        self.states[i].in_flight_in(self.lane)
     }
 
     /// Endpoint `i`'s weight after slow start.
     #[inline(always)]
     pub fn weight(&self, i: usize) -> f64 {
-        self.states[i].effective_weight_ns(self.now_ns)
+        self.states[i].effective_weight_ns(self.now_ns, self.lane)
     }
 
     /// Endpoint `i`'s slow-start factor now, in `[0, 1]` (1 when it is not
     /// ramping): its weight after slow start over its configured weight.
     #[inline(always)]
     pub fn ramp(&self, i: usize) -> f64 {
-        self.states[i].ramp_ns(self.now_ns)
+        self.states[i].ramp_ns(self.now_ns, self.lane)
     }
 
     /// Whether a turn or draw of endpoint `i` stands under slow start: always
@@ -124,16 +131,17 @@ impl<'a, T> Pool<'a, T> {
         f >= 1.0 || (self.random() >> 11) as f64 * (1.0 / (1u64 << 53) as f64) < f
     }
 
-    /// Endpoint `i`'s latency estimate, decayed to the time of this pick.
+    /// Endpoint `i`'s latency estimate, decayed to the time of this pick,
+    /// as this thread has seen it (see [`in_flight`](Self::in_flight)).
     #[inline(always)]
     pub fn estimate(&self, i: usize) -> Estimate {
-        self.states[i].estimate_with(self.now_ns, self.rates)
+        self.states[i].estimate_with(self.now_ns, self.rates, self.lane)
     }
 
-    /// [`estimate`](Self::estimate) with the decay left as a factor.
+    /// Endpoint `i` as this thread's picks see it, its lane looked up once.
     #[inline(always)]
-    pub(crate) fn estimate_idle(&self, i: usize) -> crate::endpoint::Idle {
-        self.states[i].estimate_idle(self.now_ns, self.rates)
+    pub(crate) fn view(&self, i: usize) -> crate::endpoint::View<'a> {
+        self.states[i].view(self.lane)
     }
 
     /// The picker's table for this snapshot.
@@ -156,6 +164,7 @@ impl<'a, T> Pool<'a, T> {
             rates: self.rates,
             rng: self.rng,
             cap: self.cap,
+            lane: self.lane,
             avoid: self.avoid,
             route: self.route,
         }

@@ -20,6 +20,11 @@ pub(crate) struct Fixture {
 
 impl Fixture {
     pub(crate) fn new(weights: &[f64]) -> Self {
+        Self::with_lanes(weights, 0)
+    }
+
+    /// Endpoints with `lane_mask + 1` lanes (see `endpoint::lanes`).
+    pub(crate) fn with_lanes(weights: &[f64], lane_mask: usize) -> Self {
         let health = Arc::new(Health::new(Settings {
             breaker: None,
             outlier: None,
@@ -42,6 +47,7 @@ impl Fixture {
             slow_start: None,
             report_expiry_ns: crate::time::nanos(crate::orca::DEFAULT_REPORT_EXPIRY),
             adaptive: None,
+            lane_mask,
             judge_untracked: crate::endpoint::Judge::judges_untracked(&*health),
             judge: health,
         });
@@ -72,6 +78,11 @@ impl Fixture {
     }
 
     pub(crate) fn cx<'a, T>(&'a self, table: &'a T) -> Pool<'a, T> {
+        self.cx_in(table, 0)
+    }
+
+    /// A pool as lane `lane`'s threads see it.
+    pub(crate) fn cx_in<'a, T>(&'a self, table: &'a T, lane: usize) -> Pool<'a, T> {
         let now = Instant::now();
         Pool {
             states: &self.states,
@@ -82,6 +93,7 @@ impl Fixture {
             rates: self.model.rates,
             rng: &self.rng,
             cap: self.cap,
+            lane,
             avoid: &[],
             route: Route::Healthy,
         }

@@ -189,6 +189,7 @@ impl<T> Routed<T> {
             rates: base.rates,
             rng: base.rng,
             cap: base.cap,
+            lane: base.lane,
             avoid: base.avoid,
             route,
         };

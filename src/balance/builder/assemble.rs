@@ -48,6 +48,11 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             slow_start: cfg.slow_start,
             report_expiry_ns: crate::time::nanos(cfg.load.report_expiry),
             adaptive: cfg.load.adaptive,
+            lane_mask: if cfg.load.per_thread && cfg.cap.is_none() && cfg.load.adaptive.is_none() {
+                crate::endpoint::mask_for_cores()
+            } else {
+                0
+            },
             judge_untracked: crate::endpoint::Judge::judges_untracked(&*health),
             judge: Arc::clone(&health) as _,
         });
@@ -65,7 +70,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             },
         ));
         let shared = Arc::new(Shared {
-            set: ArcSwap::from_pointee(Snapshot::new(&self.picker, &router, Vec::new())),
+            set: ArcSwap::from_pointee(Snapshot::new(&self.picker, &router, Vec::new(), 1)),
             generation: AtomicU64::new(0),
             picker: self.picker,
             classify: self.classify,

@@ -1,0 +1,168 @@
+//! One endpoint's lanes read: as one lane's picks see it ([`View`]), and
+//! merged for everyone else (the public accessors).
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::ewma::Rates;
+use super::lanes::LANES;
+use super::state::Hot;
+use super::{EndpointState, Estimate, Idle};
+
+/// One endpoint as the picks of one lane see it, the lane's line looked
+/// up once: a pick reads four of its fields per candidate, and looked up
+/// per field, the lane's index was read back and the address recomputed
+/// after every atomic load.
+#[derive(Clone, Copy)]
+pub(crate) struct View<'a> {
+    pub(crate) state: &'a EndpointState,
+    hot: &'a Hot,
+}
+
+impl<'a> View<'a> {
+    /// Requests in flight in this lane.
+    #[inline(always)]
+    pub(crate) fn in_flight(self) -> usize {
+        self.hot.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// This lane's estimate with the decay left as a factor.
+    #[inline(always)]
+    pub(crate) fn estimate_idle(self, now_ns: u64, rates: Rates) -> Idle {
+        self.hot.latency.read_idle(now_ns, rates)
+    }
+
+    /// This lane's parallelism.
+    #[inline(always)]
+    pub(crate) fn parallelism(self) -> f64 {
+        self.hot.parallelism.get()
+    }
+
+    /// This lane's floor latency in ns (+∞ before its first success).
+    #[inline(always)]
+    pub(crate) fn floor_ns(self) -> f64 {
+        self.hot.parallelism.floor()
+    }
+
+    /// The weight after slow start at `now_ns`, from this lane's copy.
+    #[inline(always)]
+    pub(crate) fn weight_ns(self, now_ns: u64) -> f64 {
+        let w = f64::from_bits(self.hot.weight.load(Ordering::Relaxed));
+        self.state.ramped(w, self.hot.ramp_start, now_ns)
+    }
+}
+
+impl EndpointState {
+    /// Endpoint as lane `lane`'s picks see it.
+    #[inline(always)]
+    pub(crate) fn view(&self, lane: usize) -> View<'_> {
+        View {
+            state: self,
+            hot: self.lane(lane),
+        }
+    }
+
+    /// Lane `lane`'s line (see [`lanes`](super::lanes)).
+    #[inline(always)]
+    pub(super) fn lane(&self, lane: usize) -> &Hot {
+        &self.hot[lane & (LANES - 1)]
+    }
+
+    /// The lanes in use.
+    pub(super) fn lanes(&self) -> &[Hot] {
+        &self.hot[..=self.mask]
+    }
+
+    /// The lane sampled last: what the merged reads of the estimate and
+    /// the parallelism report.
+    fn freshest(&self) -> &Hot {
+        self.lanes()
+            .iter()
+            .max_by_key(|h| h.latency.stamp())
+            .unwrap_or(&self.hot[0])
+    }
+
+    /// Requests dispatched to this endpoint and not yet finished, by every
+    /// thread (with [per-thread load](crate::balance::Builder::per_thread_load),
+    /// the lanes' counts summed; a pick weighs its own lane's,
+    /// [`Pool::in_flight`](crate::pick::Pool::in_flight)).
+    #[inline]
+    pub fn in_flight(&self) -> usize {
+        self.lanes()
+            .iter()
+            .map(|h| h.in_flight.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Requests in flight in lane `lane`: what a pick of that lane's
+    /// threads counts.
+    #[inline(always)]
+    pub(crate) fn in_flight_in(&self, lane: usize) -> usize {
+        self.lane(lane).in_flight.load(Ordering::Relaxed)
+    }
+
+    /// The configured weight.
+    #[inline]
+    pub fn weight(&self) -> f64 {
+        self.weight_in(0)
+    }
+
+    /// The configured weight, from lane `lane`'s copy.
+    #[inline(always)]
+    pub(crate) fn weight_in(&self, lane: usize) -> f64 {
+        f64::from_bits(self.lane(lane).weight.load(Ordering::Relaxed))
+    }
+
+    /// Sets the weight, in every lane's copy.
+    pub(crate) fn set_weight(&self, w: f64) {
+        for h in &self.hot {
+            h.weight.store(w.to_bits(), Ordering::Relaxed);
+        }
+    }
+
+    /// Lane `lane`'s estimate at `now_ns`, with the model's rates at hand
+    /// (a pick carries them, saving a pointer chase per candidate).
+    #[inline(always)]
+    pub(crate) fn estimate_with(&self, now_ns: u64, rates: Rates, lane: usize) -> Estimate {
+        reading(self.lane(lane), now_ns, rates)
+    }
+
+    /// The latency estimate projected to `now` (decay applied, nothing
+    /// written): the estimate of the lane sampled last.
+    pub fn estimate(&self, now: Instant) -> Estimate {
+        reading(self.freshest(), self.model.nanos(now), self.model.rates)
+    }
+
+    /// How many requests this endpoint appears to serve at once without
+    /// queueing, learned from this balancer's own traffic (at least 1; see
+    /// the notes on parallelism in [`PeakEwma`](crate::pick::PeakEwma)):
+    /// the figure of the lane sampled last.
+    pub fn parallelism(&self) -> f64 {
+        self.freshest().parallelism.get()
+    }
+
+    /// The unloaded ("floor") latency the parallelism estimate is measured
+    /// against, the lowest of the lanes'; `None` before the first
+    /// successful call.
+    pub fn floor_latency(&self) -> Option<Duration> {
+        let f = self
+            .lanes()
+            .iter()
+            .map(|h| h.parallelism.floor())
+            .fold(f64::INFINITY, f64::min);
+        f.is_finite().then(|| Duration::from_nanos(f as u64))
+    }
+}
+
+/// A lane's estimate at `now_ns`.
+#[inline(always)]
+fn reading(hot: &Hot, now_ns: u64, rates: Rates) -> Estimate {
+    let r = hot.latency.read(now_ns, rates);
+    Estimate {
+        mean_ns: r.est,
+        spread_ns: r.spread,
+        failure_rate: r.failure,
+    }
+}

@@ -1,0 +1,80 @@
+//! Per-thread load (`Builder::per_thread_load`): threads that share one
+//! balancer each pick and record in their own lane, and the endpoint's
+//! accessors count every thread's calls exactly once.
+
+use std::future::{Ready, ready};
+use std::pin::pin;
+use std::sync::{Arc, Barrier};
+use std::task::{Context, Poll, Waker};
+
+use tower::Service;
+use tower_lb::{Balance, pick};
+
+/// Answers at once: `Ok` for an even request, `Err` for an odd one.
+#[derive(Clone)]
+struct Parity;
+
+impl Service<u64> for Parity {
+    type Response = u64;
+    type Error = &'static str;
+    type Future = Ready<Result<u64, &'static str>>;
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+    fn call(&mut self, req: u64) -> Self::Future {
+        ready(if req % 2 == 0 { Ok(req) } else { Err("odd") })
+    }
+}
+
+const THREADS: usize = 4;
+const HELD: usize = 5;
+const ANSWERED: u64 = 200;
+
+/// Every thread holds `HELD` calls dispatched and unpolled, then drops
+/// them, then runs `ANSWERED` calls to their end; the main thread reads
+/// the endpoints' counts at each step.
+#[test]
+fn every_threads_calls_are_counted_once() {
+    let mut b = Balance::builder()
+        .picker(pick::LeastInFlight::new())
+        .per_thread_load(true);
+    for i in 0..3u32 {
+        b = b.endpoint(i, Parity);
+    }
+    let lb = b.build().unwrap();
+    let handle = lb.handle();
+    let total = |f: fn(&tower_lb::endpoint::EndpointState) -> u64| {
+        handle.endpoints().iter().map(|(_, s)| f(s)).sum::<u64>()
+    };
+    let step = Arc::new(Barrier::new(THREADS + 1));
+    std::thread::scope(|s| {
+        for _ in 0..THREADS {
+            let (mut lb, step) = (lb.clone(), Arc::clone(&step));
+            s.spawn(move || {
+                let held: Vec<_> = (0..HELD as u64).map(|i| lb.call(2 * i)).collect();
+                step.wait(); // held
+                step.wait(); // counted
+                drop(held);
+                step.wait(); // dropped
+                let mut cx = Context::from_waker(Waker::noop());
+                for i in 0..ANSWERED {
+                    let mut f = pin!(lb.call(i));
+                    assert!(f.as_mut().poll(&mut cx).is_ready());
+                }
+                step.wait(); // answered
+            });
+        }
+        step.wait();
+        assert_eq!(total(|s| s.in_flight() as u64), (THREADS * HELD) as u64);
+        assert_eq!(total(|s| s.picks()), (THREADS * HELD) as u64);
+        step.wait();
+        step.wait();
+        assert_eq!(total(|s| s.in_flight() as u64), 0);
+        step.wait();
+    });
+    let calls = THREADS as u64 * ANSWERED;
+    assert_eq!(total(|s| s.in_flight() as u64), 0);
+    assert_eq!(total(|s| s.requests()), calls);
+    assert_eq!(total(|s| s.failures()), calls / 2);
+    assert_eq!(total(|s| s.picks()), calls + (THREADS * HELD) as u64);
+}
