@@ -6,7 +6,8 @@
 //! * `per_request/{8,1024}`: tower-lb (default picker) vs tower's p2c.
 //! * `picker/{name}/{8,64,1024}`: every picker's per-request cost.
 //! * `threads`: one shared `Balance` (default picker over 8 and 1024
-//!   endpoints, round robin over 8) driven by one, two and four threads,
+//!   endpoints, round robin over 8, the default with per-thread load)
+//!   driven by one, two and four threads,
 //!   the retry layer over the default, two of the retry layer's parts
 //!   alone (a deposit into one shared budget, a clone and drop of one
 //!   shared `Balance`), and as the ceiling, one balancer per thread
@@ -158,6 +159,8 @@ fn threads(c: &mut Criterion) {
     // together; on four cores or more, contention alone.
     // Round robin: one cursor every pick writes.
     let rr = tower_lb(pick::RoundRobin::new(), 8);
+    // Per-thread load: each thread writes its own lane of each endpoint.
+    let lanes = common::tower_lb_with(pick::PeakEwma::default(), 8, true);
     // 1024 endpoints: two threads rarely touch the same endpoint's lines.
     let wide = tower_lb(pick::PeakEwma::default(), 1024);
     // The retry layer's budget, shared by every thread, on top.
@@ -171,6 +174,9 @@ fn threads(c: &mut Criterion) {
     for t in [1usize, 2, 4] {
         g.bench_function(BenchmarkId::new("shared_balance_8", t), |b| {
             b.iter_custom(|iters| shared_run(&lb, t, iters))
+        });
+        g.bench_function(BenchmarkId::new("shared_per_thread_load_8", t), |b| {
+            b.iter_custom(|iters| shared_run(&lanes, t, iters))
         });
         g.bench_function(BenchmarkId::new("shared_round_robin_8", t), |b| {
             b.iter_custom(|iters| shared_run(&rr, t, iters))

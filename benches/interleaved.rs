@@ -34,7 +34,10 @@
 //!   default `Balance` and on a balancer each (ns per request per thread),
 //!   with their rate over `default`'s. Read the median here: the fastest
 //!   batch of `shared_2t` is a moment the VM put both threads on one
-//!   physical core's caches, where a shared line costs next to nothing.
+//!   physical core's caches, where a shared line costs next to nothing;
+//! * `lanes`, `lanes_2t`: the default `Balance` with per-thread load
+//!   (`Builder::per_thread_load`), on one thread and on two at once, with
+//!   their rate over `lanes`' own.
 
 mod common;
 
@@ -47,7 +50,7 @@ use tower::{Layer, Service};
 use tower_lb::pick;
 
 use common::bare::{AsService, Bare, Owned};
-use common::{Noop, guarded, meter_provider, one, retry_layer, tower_lb, tower_p2c};
+use common::{Noop, guarded, meter_provider, one, retry_layer, tower_lb, tower_lb_with, tower_p2c};
 
 /// Nanoseconds per request over one batch of `n`.
 fn batch<S: Service<u64>>(svc: &mut S, cx: &mut Context<'_>, n: u64) -> f64
@@ -154,6 +157,9 @@ fn main() {
         tower_lb(pick::PeakEwma::default(), 8),
         tower_lb(pick::PeakEwma::default(), 8),
     );
+    let mut lanes = tower_lb_with(pick::PeakEwma::default(), 8, true);
+    let one_of_two = tower_lb_with(pick::PeakEwma::default(), 8, true);
+    let mut lanes_2t = (one_of_two.clone(), one_of_two);
     let mut rows: Vec<Row<'_>> = vec![
         ("default", Box::new(|cx| batch(&mut default, cx, N))),
         ("classic", Box::new(|cx| batch(&mut classic, cx, N))),
@@ -186,6 +192,11 @@ fn main() {
         (
             "separate_2t",
             Box::new(|_| pair(&mut separate.0, &mut separate.1, N)),
+        ),
+        ("lanes", Box::new(|cx| batch(&mut lanes, cx, N))),
+        (
+            "lanes_2t",
+            Box::new(|_| pair(&mut lanes_2t.0, &mut lanes_2t.1, N)),
         ),
     ];
     // `ROWS=a,b` runs only those rows (to profile one); ratios need all.
@@ -234,6 +245,8 @@ fn main() {
         ("bare_service", "tower_p2c"),
         ("default", "bare_service"),
         ("random", "bare_service"),
+        ("lanes", "tower_p2c"),
+        ("lanes", "default"),
     ] {
         let label = format!("{a} / {b}");
         let (a, b) = ratio(a, b);
@@ -241,9 +254,13 @@ fn main() {
     }
     // Two threads' rate over one thread's: 2 × the one-thread time over
     // the per-thread time with two.
-    for two in ["shared_2t", "separate_2t"] {
-        let label = format!("2 x default / {two}");
-        let (a, b) = ratio("default", two);
+    for (one, two) in [
+        ("default", "shared_2t"),
+        ("default", "separate_2t"),
+        ("lanes", "lanes_2t"),
+    ] {
+        let label = format!("2 x {one} / {two}");
+        let (a, b) = ratio(one, two);
         println!("  {label:<25} {:.2} / {:.2}", 2.0 * a, 2.0 * b);
     }
 }

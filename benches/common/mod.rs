@@ -58,7 +58,19 @@ where
 
 /// A balancer with `picker` over `n` no-op endpoints.
 pub fn tower_lb<P: pick::Pick<u64>>(picker: P, n: usize) -> Balance<usize, Noop, P> {
-    let mut b = Balance::builder().picker(picker);
+    tower_lb_with(picker, n, false)
+}
+
+/// [`tower_lb`] with per-thread load on or off
+/// (`Builder::per_thread_load`).
+pub fn tower_lb_with<P: pick::Pick<u64>>(
+    picker: P,
+    n: usize,
+    per_thread: bool,
+) -> Balance<usize, Noop, P> {
+    let mut b = Balance::builder()
+        .picker(picker)
+        .per_thread_load(per_thread);
     for i in 0..n {
         b = b.endpoint(i, Noop);
     }
