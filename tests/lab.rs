@@ -25,6 +25,7 @@ fn sim(scenario: &str, secs: u64, pickers: &[&str], seed: Option<u64>) -> Report
         seed,
         quiet: true,
         warm_select: false,
+        per_thread_load: false,
         metrics_addr: None,
         peers: None,
     };
@@ -445,6 +446,35 @@ fn get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<String> {
     let mut out = String::new();
     s.read_to_string(&mut out)?;
     Ok(out)
+}
+
+/// `--per-thread-load` over HTTP: the balancer's clones on the runtime's
+/// worker threads pick in lanes of their own; every call is answered,
+/// both replicas take traffic, and the faster one takes more.
+#[test]
+fn http_mode_runs_with_per_thread_load() {
+    let sc = Scenario::parse(HTTP, "http-metrics.toml").expect("parses");
+    let opts = Options {
+        quiet: true,
+        per_thread_load: true,
+        pickers: Some(vec![
+            "least_in_flight".parse().unwrap(),
+            "peak_ewma".parse().unwrap(),
+        ]),
+        ..Options::default()
+    };
+    let report = run_scenario(&sc, &opts).expect("the lab runs");
+    assert_eq!(report.runs.len(), 2);
+    for r in &report.runs {
+        assert!(r.requests > 50, "{}: {} requests", r.picker, r.requests);
+        assert_eq!(r.errors, 0, "{}", r.picker);
+        assert!(
+            r.share[0] > r.share[1] && r.share[1] > 0.0,
+            "{}: {:?}",
+            r.picker,
+            r.share
+        );
+    }
 }
 
 #[test]

@@ -27,6 +27,7 @@ fn sim(scenario: &str, secs: u64, pickers: &[&str]) -> Report {
         seed: None,
         quiet: true,
         warm_select: false,
+        per_thread_load: false,
         metrics_addr: None,
         peers: None,
     };

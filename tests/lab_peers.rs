@@ -394,6 +394,7 @@ fn hop_through_peers(peers: &str, secs: u64) -> Report {
         peers: Some(parse_list(peers).expect("peer list")),
         quiet: true,
         warm_select: false,
+        per_thread_load: false,
         ..Options::default()
     };
     run_scenario(&sc, &opts).expect("the run succeeds")

@@ -51,6 +51,8 @@ pub struct Options {
     pub quiet: bool,
     /// Times a second pick after the deciding one ([`super::timed`]).
     pub warm_select: bool,
+    /// Each worker thread keeps its own view of load (`per_thread_load`).
+    pub per_thread_load: bool,
     /// http mode: told the address of the `/metrics` server once it listens
     /// (tests scrape it while the lab runs).
     pub metrics_addr: Option<std::sync::mpsc::Sender<SocketAddr>>,
@@ -89,6 +91,8 @@ struct Ctx<'a> {
     track: Tracking,
     /// The route-step variant of this row (`[fleet]`).
     variant: Option<Variant>,
+    /// `--per-thread-load`.
+    per_thread: bool,
 }
 
 async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
@@ -131,6 +135,7 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
             exporter: exporter.as_ref(),
             track,
             variant,
+            per_thread: opts.per_thread_load,
         };
         match run_picker(&ctx, name).await? {
             Ok(r) => report.runs.push(r),
@@ -241,7 +246,8 @@ where
         let mut b = Balance::builder()
             .picker(make(&backends))
             .classify(Classifier::new().track(ctx.track.track()))
-            .routing(sc.routing(ctx.variant, c));
+            .routing(sc.routing(ctx.variant, c))
+            .per_thread_load(ctx.per_thread);
         // The sim repeats exactly with a seeded sequence. Over HTTP nothing
         // repeats anyway (the wall clock decides), and a seeded sequence is
         // one counter both worker threads write on every pick: there the

@@ -54,6 +54,9 @@ usage: cargo run --release --example lab -- [FLAGS]
                          decides (its result unused): selection with warm
                          caches; cursors of round robin pickers then advance
                          twice per request, so read those rows' shares with care
+  --per-thread-load      each worker thread picks with its own view of the
+                         endpoints' load (Builder::per_thread_load; http
+                         mode: the sim runs on one thread)
   --quiet                no progress line
   --help                 this text
 
@@ -95,6 +98,7 @@ pub fn parse_args(args: &[String]) -> Result<Option<Args>, LabError> {
             "--sim" => a.opts.sim = true,
             "--quiet" | "-q" => a.opts.quiet = true,
             "--warm-select" => a.opts.warm_select = true,
+            "--per-thread-load" => a.opts.per_thread_load = true,
             "--scenario" => a.scenario = value(flag)?,
             "--json" => a.json = Some(PathBuf::from(value(flag)?)),
             "--duration" => {

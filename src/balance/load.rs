@@ -74,11 +74,11 @@ impl<K, S, P, C> Builder<K, S, P, C> {
     /// is still seen by every thread at once.
     ///
     /// It is off by default because each thread then weighs only its own
-    /// calls, as a balancer per worker would: the lab's HTTP mode, on two
-    /// worker threads, measured `least_in_flight` in `many-clients` (25
-    /// balancers of 4 users each) at a mean of 297 ms instead of 188, and
-    /// `p2c_least_in_flight` at 334 instead of 273; `peak_ewma` moved by
-    /// 1–2% (`steady-capacity`, `many-clients`). Turn it on where the
+    /// calls, as a balancer per worker would: the lab's HTTP mode on two
+    /// worker threads (`--per-thread-load`) measured `least_in_flight` in
+    /// `many-clients` (25 balancers of 4 users each) at a mean of 297–300
+    /// ms instead of 187–188, `p2c_least_in_flight` at 323–334 instead of
+    /// 272–273, and `peak_ewma` at 129–131 instead of 126–127. Turn it on where the
     /// balancer's own cost matters more than the last of its judgement:
     /// many cores, cheap calls, one balancer per process, a latency-aware
     /// picker. A single-threaded runtime uses one lane either way.

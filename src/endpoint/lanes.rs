@@ -29,8 +29,8 @@
 //!
 //! Lanes are opt-in ([`per_thread_load`](crate::balance::Builder::per_thread_load)):
 //! a thread that weighs only its own calls judges worse when they are few
-//! (the lab's `many-clients` over HTTP: `least_in_flight`'s mean 188 →
-//! 297 ms). A pick that read every lane's count instead, writing only its
+//! (the lab's `many-clients` over HTTP, `--per-thread-load`:
+//! `least_in_flight`'s mean 188 → 297–300 ms). A pick that read every lane's count instead, writing only its
 //! own, was tried: reading the line the other core had just written cost
 //! as much as sharing it (two threads 1.5–1.6×, as with one lane).
 //!
