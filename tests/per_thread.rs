@@ -22,7 +22,11 @@ impl Service<u64> for Parity {
         Poll::Ready(Ok(()))
     }
     fn call(&mut self, req: u64) -> Self::Future {
-        ready(if req % 2 == 0 { Ok(req) } else { Err("odd") })
+        ready(if req.is_multiple_of(2) {
+            Ok(req)
+        } else {
+            Err("odd")
+        })
     }
 }
 
