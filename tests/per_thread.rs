@@ -50,32 +50,43 @@ fn every_threads_calls_are_counted_once() {
     let total = |f: fn(&tower_lb::endpoint::EndpointState) -> u64| {
         handle.endpoints().iter().map(|(_, s)| f(s)).sum::<u64>()
     };
+    // Nothing inside the scope asserts: a panic there would leave the
+    // other threads waiting at the barrier. Counts are read at each step
+    // and checked after every thread has ended.
     let step = Arc::new(Barrier::new(THREADS + 1));
-    std::thread::scope(|s| {
-        for _ in 0..THREADS {
-            let (mut lb, step) = (lb.clone(), Arc::clone(&step));
-            s.spawn(move || {
-                let held: Vec<_> = (0..HELD as u64).map(|i| lb.call(2 * i)).collect();
-                step.wait(); // held
-                step.wait(); // counted
-                drop(held);
-                step.wait(); // dropped
-                let mut cx = Context::from_waker(Waker::noop());
-                for i in 0..ANSWERED {
-                    let mut f = pin!(lb.call(i));
-                    assert!(f.as_mut().poll(&mut cx).is_ready());
-                }
-                step.wait(); // answered
-            });
-        }
+    let (held, after_drop, pending) = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..THREADS)
+            .map(|_| {
+                let (mut lb, step) = (lb.clone(), Arc::clone(&step));
+                s.spawn(move || {
+                    let held: Vec<_> = (0..HELD as u64).map(|i| lb.call(2 * i)).collect();
+                    step.wait(); // held
+                    step.wait(); // counted
+                    drop(held);
+                    step.wait(); // dropped
+                    step.wait(); // counted again
+                    let mut cx = Context::from_waker(Waker::noop());
+                    (0..ANSWERED)
+                        .filter(|&i| pin!(lb.call(i)).as_mut().poll(&mut cx).is_pending())
+                        .count()
+                })
+            })
+            .collect();
+        // A read that panics (a count gone below zero) is kept as `None`.
+        let read = |f| std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| total(f))).ok();
         step.wait();
-        assert_eq!(total(|s| s.in_flight() as u64), (THREADS * HELD) as u64);
-        assert_eq!(total(|s| s.picks()), (THREADS * HELD) as u64);
+        let held = (read(|s| s.in_flight() as u64), read(|s| s.picks()));
         step.wait();
         step.wait();
-        assert_eq!(total(|s| s.in_flight() as u64), 0);
+        let after_drop = read(|s| s.in_flight() as u64);
         step.wait();
+        let pending: usize = workers.into_iter().map(|w| w.join().unwrap()).sum();
+        (held, after_drop, pending)
     });
+    let n = (THREADS * HELD) as u64;
+    assert_eq!(held, (Some(n), Some(n)), "in flight and picks while held");
+    assert_eq!(after_drop, Some(0), "in flight after the drops");
+    assert_eq!(pending, 0, "every call answers at once");
     let calls = THREADS as u64 * ANSWERED;
     assert_eq!(total(|s| s.in_flight() as u64), 0);
     assert_eq!(total(|s| s.requests()), calls);
