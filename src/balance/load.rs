@@ -68,24 +68,43 @@ impl<K, S, P, C> Builder<K, S, P, C> {
     /// core, up to 8; see [`EndpointState::in_flight`](crate::endpoint::EndpointState::in_flight)
     /// for what the accessors report), so the threads of a multi-threaded
     /// runtime do not write each other's cache lines on every call: two
-    /// threads on one balancer move 1.75–1.97× one thread's requests, as
-    /// two balancers do, where the shared view stops at 1.5–1.6×
-    /// (`benches/interleaved.rs`, `lanes_2t` and `shared_2t`). A failure
-    /// is still seen by every thread at once.
+    /// threads on one balancer move 2.05× one thread's requests, as two
+    /// balancers do, where the shared view moves 1.02×
+    /// (`benches/balance.rs`, `threads`; 1.84–2.01× against 1.48–1.64× in
+    /// the medians of `benches/interleaved.rs`). A failure is still seen
+    /// by every thread at once.
     ///
     /// It is off by default because each thread then weighs only its own
     /// calls, as a balancer per worker would: the lab's HTTP mode on two
     /// worker threads (`--per-thread-load`) measured `least_in_flight` in
     /// `many-clients` (25 balancers of 4 users each) at a mean of 297–300
     /// ms instead of 187–188, `p2c_least_in_flight` at 323–334 instead of
-    /// 272–273, and `peak_ewma` at 129–131 instead of 126–127. Turn it on where the
-    /// balancer's own cost matters more than the last of its judgement:
-    /// many cores, cheap calls, one balancer per process, a latency-aware
-    /// picker. A single-threaded runtime uses one lane either way.
+    /// 272–273, and `peak_ewma` at 129–131 instead of 126–127. Turn it on
+    /// where the balancer's own cost matters more than the last of its
+    /// judgement: many cores, cheap calls, one balancer per process, a
+    /// latency-aware picker. A single-threaded runtime uses one lane either
+    /// way.
     ///
     /// A balancer with [`max_in_flight`](Self::max_in_flight) or
     /// [`adaptive_concurrency`](Self::adaptive_concurrency) always shares
     /// one view, since a cap needs the exact count.
+    ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use tower::service_fn;
+    /// use tower_lb::Balance;
+    ///
+    /// let replica = service_fn(|req: u32| async move { Ok::<_, Infallible>(req) });
+    /// // Clones of `lb` on the workers of a multi-threaded runtime each
+    /// // pick with their own thread's view of the two replicas.
+    /// let lb = Balance::builder()
+    ///     .per_thread_load(true)
+    ///     .endpoint("a", replica)
+    ///     .endpoint("b", replica)
+    ///     .build()?;
+    /// # drop(lb);
+    /// # Ok::<_, tower_lb::ConfigError>(())
+    /// ```
     pub fn per_thread_load(mut self, on: bool) -> Self {
         self.cfg.load.per_thread = on;
         self

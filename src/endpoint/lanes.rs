@@ -14,7 +14,9 @@
 //! own lane (threads are numbered in the order they first pick, modulo
 //! the lanes in use). A guard holds its lane through a per-lane handle
 //! ([`Lane`]), so its reference count is on a line of its own too. With
-//! lanes, two threads on one `Balance` reach 1.75–1.97× one thread.
+//! lanes, two threads on one `Balance` reach 2.05× one thread's rate
+//! (`benches/balance.rs`; 1.84–2.01× in the medians of
+//! `benches/interleaved.rs`).
 //!
 //! What a pick sees under a multi-threaded runtime is then what a balancer
 //! per worker would see: the in-flight count, latency estimate and
@@ -30,9 +32,10 @@
 //! Lanes are opt-in ([`per_thread_load`](crate::balance::Builder::per_thread_load)):
 //! a thread that weighs only its own calls judges worse when they are few
 //! (the lab's `many-clients` over HTTP, `--per-thread-load`:
-//! `least_in_flight`'s mean 188 → 297–300 ms). A pick that read every lane's count instead, writing only its
-//! own, was tried: reading the line the other core had just written cost
-//! as much as sharing it (two threads 1.5–1.6×, as with one lane).
+//! `least_in_flight`'s mean 188 → 297–300 ms). A pick that read every
+//! lane's count instead, writing only its own, was tried: reading the line
+//! the other core had just written cost as much as sharing it (two threads
+//! 1.62–1.67×, one lane 1.53–1.57× in the same runs).
 //!
 //! The public accessors ([`EndpointState::in_flight`],
 //! [`requests`](EndpointState::requests), [`estimate`](EndpointState::estimate)
