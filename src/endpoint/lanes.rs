@@ -59,7 +59,7 @@ pub(crate) fn mask_for_cores() -> usize {
     static MASK: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *MASK.get_or_init(|| {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        cores.min(LANES).next_power_of_two().min(LANES) - 1
+        cores.min(LANES).next_power_of_two() - 1
     })
 }
 

@@ -154,12 +154,6 @@ impl SlowStart {
 /// An endpoint's ramp, read on the request path (the state's hot line holds
 /// where it started).
 impl EndpointState {
-    /// The weight after slow start, at `now_ns` (ns since the balancer's epoch).
-    #[inline(always)]
-    pub(crate) fn effective_weight_ns(&self, now_ns: u64, lane: usize) -> f64 {
-        self.view(lane).weight_ns(now_ns)
-    }
-
     /// Weight `w` after slow start at `now_ns`, for a ramp that started at
     /// `ramp_start` (`NO_RAMP`: none).
     #[inline(always)]
@@ -201,7 +195,7 @@ impl EndpointState {
 
     /// The weight after slow start, at `now`.
     pub fn effective_weight(&self, now: Instant) -> f64 {
-        self.effective_weight_ns(self.model.nanos(now), 0)
+        self.view(0).weight_ns(self.model.nanos(now))
     }
 }
 

@@ -96,23 +96,10 @@ impl EndpointState {
             .sum()
     }
 
-    /// Requests in flight in lane `lane`: what a pick of that lane's
-    /// threads counts.
-    #[inline(always)]
-    pub(crate) fn in_flight_in(&self, lane: usize) -> usize {
-        self.lane(lane).in_flight.load(Ordering::Relaxed)
-    }
-
     /// The configured weight.
     #[inline]
     pub fn weight(&self) -> f64 {
-        self.weight_in(0)
-    }
-
-    /// The configured weight, from lane `lane`'s copy.
-    #[inline(always)]
-    pub(crate) fn weight_in(&self, lane: usize) -> f64 {
-        f64::from_bits(self.lane(lane).weight.load(Ordering::Relaxed))
+        f64::from_bits(self.hot[0].weight.load(Ordering::Relaxed))
     }
 
     /// Sets the weight, in every lane's copy.

@@ -105,13 +105,13 @@ impl<'a, T> Pool<'a, T> {
     /// thread's, and reads a line per thread.)
     #[inline(always)]
     pub fn in_flight(&self, i: usize) -> usize {
-        self.states[i].in_flight_in(self.lane)
+        self.view(i).in_flight()
     }
 
     /// Endpoint `i`'s weight after slow start.
     #[inline(always)]
     pub fn weight(&self, i: usize) -> f64 {
-        self.states[i].effective_weight_ns(self.now_ns, self.lane)
+        self.view(i).weight_ns(self.now_ns)
     }
 
     /// Endpoint `i`'s slow-start factor now, in `[0, 1]` (1 when it is not

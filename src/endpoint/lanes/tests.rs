@@ -139,7 +139,7 @@ proptest! {
             let s = &f.states[0];
             for lane in 0..LANES {
                 let mine = live.iter().filter(|(l, _)| *l == lane).count();
-                prop_assert_eq!(s.in_flight_in(lane), if lane <= 3 { mine } else { 0 });
+                prop_assert_eq!(s.view(lane).in_flight(), if lane <= 3 { mine } else { 0 });
             }
             prop_assert_eq!(s.in_flight(), live.len());
             prop_assert_eq!(s.requests(), answered);
