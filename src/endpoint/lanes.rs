@@ -103,7 +103,7 @@ pub(crate) struct Lane {
 impl Lane {
     /// Lane `index` of `state`, taken modulo the lanes it uses.
     pub(crate) fn new(state: Arc<EndpointState>, index: usize) -> Arc<Self> {
-        let index = index & state.mask;
+        let index = index & state.mask();
         Arc::new(Self { state, index })
     }
 

@@ -38,11 +38,14 @@ pub struct Estimate {
 /// counters, placement, and the inputs of its health.
 #[repr(C)]
 pub struct EndpointState {
-    /// Everything a pick reads and a response writes, one cache line per
-    /// lane (see [`lanes`](super::lanes)); the lanes past `mask` unused.
-    pub(super) hot: [Hot; LANES],
-    /// The lanes in use, minus one.
-    pub(super) mask: usize,
+    /// Everything a pick reads and a response writes, in one cache line:
+    /// lane 0 (see [`lanes`](super::lanes)).
+    pub(super) hot: Hot,
+    /// Lanes 1 and up, with per-thread load (empty without). Apart, so
+    /// that an endpoint without them is as small as before lanes: eight
+    /// lanes inline made every endpoint 512 bytes longer, and the default
+    /// picker over 1024 endpoints 15–25 ns slower per request.
+    pub(super) more: Box<[Hot]>,
     id: u64,
     key_hash: u64,
     /// How events and metrics name the endpoint.
@@ -110,16 +113,19 @@ impl EndpointState {
             Some(start) if model.slow_start.is_some() => start.min(NO_RAMP - 1),
             _ => NO_RAMP,
         };
+        let lane = || Hot {
+            in_flight: AtomicUsize::new(0),
+            latency: Ewma::new(model.default_rtt_ns, now_ns),
+            parallelism: Parallelism::new(),
+            weight: AtomicU64::new(birth.weight.to_bits()),
+            ramp_start,
+            requests: AtomicU64::new(0),
+        };
         Self {
-            hot: std::array::from_fn(|_| Hot {
-                in_flight: AtomicUsize::new(0),
-                latency: Ewma::new(model.default_rtt_ns, now_ns),
-                parallelism: Parallelism::new(),
-                weight: AtomicU64::new(birth.weight.to_bits()),
-                ramp_start,
-                requests: AtomicU64::new(0),
-            }),
-            mask: model.lane_mask,
+            hot: lane(),
+            more: (0..model.lane_mask.min(LANES - 1))
+                .map(|_| lane())
+                .collect(),
             id: birth.id,
             key_hash: birth.key_hash,
             label: birth.label,
@@ -242,7 +248,6 @@ impl EndpointState {
     /// Calls that completed with an outcome other than `Ignore`.
     pub fn requests(&self) -> u64 {
         self.lanes()
-            .iter()
             .map(|h| h.requests.load(Ordering::Relaxed))
             .sum()
     }
@@ -261,7 +266,6 @@ impl EndpointState {
         // bumped: read it first (acquire) so the sum never goes backwards.
         let in_flight: u64 = self
             .lanes()
-            .iter()
             .map(|h| h.in_flight.load(Ordering::Acquire) as u64)
             .sum();
         in_flight
@@ -361,7 +365,7 @@ impl EndpointState {
         hot.requests.fetch_add(1, Ordering::Relaxed);
         let rates = self.model.rates;
         let dt = hot.latency.observe(sample, failed, now_ns, rates);
-        if failed && self.mask != 0 {
+        if failed && !self.more.is_empty() {
             self.spread_failure(sample, now_ns, lane);
         }
         if *outcome == Outcome::Success {
@@ -384,8 +388,8 @@ impl EndpointState {
     /// success stays small.
     #[inline(never)]
     fn spread_failure(&self, sample: f64, now_ns: u64, lane: usize) {
-        for (i, h) in self.lanes().iter().enumerate() {
-            if i != lane & (LANES - 1) {
+        for (i, h) in self.lanes().enumerate() {
+            if i != lane {
                 h.latency.observe(sample, true, now_ns, self.model.rates);
             }
         }

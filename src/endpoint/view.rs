@@ -7,7 +7,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::ewma::Rates;
-use super::lanes::LANES;
 use super::state::Hot;
 use super::{EndpointState, Estimate, Idle};
 
@@ -64,24 +63,30 @@ impl EndpointState {
         }
     }
 
-    /// Lane `lane`'s line (see [`lanes`](super::lanes)).
+    /// Lane `lane`'s line (see [`lanes`](super::lanes)); lane 0 for a
+    /// lane this endpoint does not have.
     #[inline(always)]
     pub(super) fn lane(&self, lane: usize) -> &Hot {
-        &self.hot[lane & (LANES - 1)]
+        // Lane 0 wraps to `usize::MAX`, which no endpoint has.
+        self.more.get(lane.wrapping_sub(1)).unwrap_or(&self.hot)
     }
 
-    /// The lanes in use.
-    pub(super) fn lanes(&self) -> &[Hot] {
-        &self.hot[..=self.mask]
+    /// The lanes in use, minus one (a power of two minus one).
+    pub(super) fn mask(&self) -> usize {
+        self.more.len()
+    }
+
+    /// The lanes in use, lane 0 first.
+    pub(super) fn lanes(&self) -> impl Iterator<Item = &Hot> {
+        std::iter::once(&self.hot).chain(self.more.iter())
     }
 
     /// The lane sampled last: what the merged reads of the estimate and
     /// the parallelism report.
     fn freshest(&self) -> &Hot {
         self.lanes()
-            .iter()
             .max_by_key(|h| h.latency.stamp())
-            .unwrap_or(&self.hot[0])
+            .unwrap_or(&self.hot)
     }
 
     /// Requests dispatched to this endpoint and not yet finished, by every
@@ -91,7 +96,6 @@ impl EndpointState {
     #[inline]
     pub fn in_flight(&self) -> usize {
         self.lanes()
-            .iter()
             .map(|h| h.in_flight.load(Ordering::Relaxed))
             .sum()
     }
@@ -99,12 +103,12 @@ impl EndpointState {
     /// The configured weight.
     #[inline]
     pub fn weight(&self) -> f64 {
-        f64::from_bits(self.hot[0].weight.load(Ordering::Relaxed))
+        f64::from_bits(self.hot.weight.load(Ordering::Relaxed))
     }
 
     /// Sets the weight, in every lane's copy.
     pub(crate) fn set_weight(&self, w: f64) {
-        for h in &self.hot {
+        for h in self.lanes() {
             h.weight.store(w.to_bits(), Ordering::Relaxed);
         }
     }
@@ -136,7 +140,6 @@ impl EndpointState {
     pub fn floor_latency(&self) -> Option<Duration> {
         let f = self
             .lanes()
-            .iter()
             .map(|h| h.parallelism.floor())
             .fold(f64::INFINITY, f64::min);
         f.is_finite().then(|| Duration::from_nanos(f as u64))
