@@ -1,10 +1,10 @@
 //! The tower-lb lab: compares pickers on local backends.
 //!
 //! ```text
-//! cargo run --release --example lab                       # steady-capacity over real HTTP
-//! cargo run --release --example lab -- --sim --scenario seed-steady
-//! cargo run --release --example lab -- --sim --json out.json   # + out.svg
-//! cargo run --release --example lab -- --peers nginx,haproxy   # + central proxies
+//! cargo lab                                     # steady-capacity over real HTTP
+//! cargo lab --sim --scenario seed-steady
+//! cargo lab --sim --json out.json   # + out.svg
+//! cargo lab --peers nginx,haproxy   # + central proxies
 //! ```
 //!
 //! See "The lab in detail" in the top-level README for the table, the scenario format, the
@@ -28,7 +28,6 @@ pub mod timed;
 pub mod users;
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use driver::Options;
 use error::LabError;
@@ -39,7 +38,7 @@ use scenario::{PickerName, Scenario};
 pub const DEFAULT_SCENARIO: &str = "steady-capacity";
 
 const USAGE: &str = "\
-usage: cargo run --release --example lab -- [FLAGS]
+usage: cargo lab [FLAGS]
 
   --scenario NAME|FILE   a shipped scenario or a TOML file (default: steady-capacity)
   --sim                  simulated time, in-process backends (fast, reproducible)
@@ -176,16 +175,4 @@ pub fn write_outputs(report: &Report, path: &Path, timeline: bool) -> Result<(),
     };
     write(path, report.to_json())?;
     write(&path.with_extension("svg"), svg::chart(report, timeline))
-}
-
-#[cfg_attr(test, allow(dead_code))]
-fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match cli(&args) {
-        Ok(_) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("{e}");
-            ExitCode::from(e.exit_code())
-        }
-    }
 }

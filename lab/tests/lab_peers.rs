@@ -12,10 +12,7 @@
 //! (every row there, every backend reached, shares summing to 100%), never
 //! which row is faster.
 
-// The CLI half of the lab is tested in tests/lab.rs.
-#[allow(dead_code)]
-#[path = "../examples/lab/main.rs"]
-mod lab;
+use tower_lb_lab as lab;
 
 use std::io::Write as _;
 use std::net::SocketAddr;

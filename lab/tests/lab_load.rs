@@ -3,8 +3,7 @@
 //! and no regression of the pickers on `steady-capacity`, `many-clients`
 //! and `seed-steady`.
 
-#[path = "../examples/lab/main.rs"]
-mod lab;
+use tower_lb_lab as lab;
 
 use std::sync::OnceLock;
 use std::time::Duration;

@@ -1,8 +1,7 @@
 //! The lab's acceptance tests (issue 3), in `--sim` mode: deterministic and
 //! fast. Simulated durations are shortened where the steady state allows.
 
-#[path = "../examples/lab/main.rs"]
-mod lab;
+use tower_lb_lab as lab;
 
 use std::sync::OnceLock;
 use std::time::Duration;

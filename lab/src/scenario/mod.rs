@@ -27,39 +27,42 @@ pub use units::{DelaySpec, Dur, parse_duration};
 /// The scenarios shipped with the lab, by name (the files are compiled in, so
 /// `--scenario NAME` works from any directory).
 pub const SHIPPED: &[(&str, &str)] = &[
-    ("seed-steady", include_str!("../scenarios/seed-steady.toml")),
+    (
+        "seed-steady",
+        include_str!("../../scenarios/seed-steady.toml"),
+    ),
     (
         "steady-capacity",
-        include_str!("../scenarios/steady-capacity.toml"),
+        include_str!("../../scenarios/steady-capacity.toml"),
     ),
     (
         "many-clients",
-        include_str!("../scenarios/many-clients.toml"),
+        include_str!("../../scenarios/many-clients.toml"),
     ),
-    ("burst", include_str!("../scenarios/burst.toml")),
-    ("failover", include_str!("../scenarios/failover.toml")),
+    ("burst", include_str!("../../scenarios/burst.toml")),
+    ("failover", include_str!("../../scenarios/failover.toml")),
     (
         "fast-failure",
-        include_str!("../scenarios/fast-failure.toml"),
+        include_str!("../../scenarios/fast-failure.toml"),
     ),
-    ("lognormal", include_str!("../scenarios/lognormal.toml")),
+    ("lognormal", include_str!("../../scenarios/lognormal.toml")),
     (
         "failover-ejection",
-        include_str!("../scenarios/failover-ejection.toml"),
+        include_str!("../../scenarios/failover-ejection.toml"),
     ),
-    ("hop", include_str!("../scenarios/hop.toml")),
-    ("streaming", include_str!("../scenarios/streaming.toml")),
-    ("zones", include_str!("../scenarios/zones.toml")),
-    ("fleet", include_str!("../scenarios/fleet.toml")),
+    ("hop", include_str!("../../scenarios/hop.toml")),
+    ("streaming", include_str!("../../scenarios/streaming.toml")),
+    ("zones", include_str!("../../scenarios/zones.toml")),
+    ("fleet", include_str!("../../scenarios/fleet.toml")),
     (
         "priority-failover",
-        include_str!("../scenarios/priority-failover.toml"),
+        include_str!("../../scenarios/priority-failover.toml"),
     ),
     (
         "orca-many-clients",
-        include_str!("../scenarios/orca-many-clients.toml"),
+        include_str!("../../scenarios/orca-many-clients.toml"),
     ),
-    ("overload", include_str!("../scenarios/overload.toml")),
+    ("overload", include_str!("../../scenarios/overload.toml")),
 ];
 
 /// A whole scenario file.
