@@ -46,6 +46,7 @@ fn balance_builder_extremes() {
     }
     for d in [ZERO, MAX, YEAR_AND_A_DAY] {
         assert_eq!(field(balance().decay(d).build()), "decay", "{d:?}");
+        assert_eq!(field(balance().sample_decay(d).build()), "sample_decay");
         assert_eq!(field(balance().failure_decay(d).build()), "failure_decay");
         assert_eq!(field(balance().timeout(d).build()), "timeout");
     }
@@ -166,6 +167,7 @@ async fn documented_bounds_work_on_the_first_request() {
         .picker(PeakEwma::new().spread_factor(f64::MAX).choices(16))
         .timeout(year)
         .decay(year)
+        .sample_decay(year)
         .failure_decay(year)
         .default_rtt(year)
         .failure_penalty(year)

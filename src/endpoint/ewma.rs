@@ -2,14 +2,24 @@
 //!
 //! Semantics follow Finagle's and tower's peak-EWMA: a sample above the
 //! estimate replaces it at once (peaks are believed immediately), otherwise
-//! `est = est·w + x·(1−w)` with `w = exp(−Δt/τ)` and Δt the time since the
+//! `est = est·w + x·(1−w)` with `w = exp(−Δt/τₛ)` and Δt the time since the
 //! previous sample. The spread is an EWMA of `|x − est|` with the same weight,
 //! like TCP's RTTVAR.
 //!
 //! Unlike tower (which takes a `Mutex` and mutates the estimate on every
 //! read), reads here project the decay to "now" without writing anything: an
-//! idle endpoint's estimate shrinks toward zero as time passes, so a starved
-//! endpoint is eventually tried again.
+//! idle endpoint's estimate shrinks toward zero as time passes
+//! (`est·e^(−idle/τ)`), so a starved endpoint is eventually tried again.
+//!
+//! **Two time constants, where tower and Finagle have one.** τₛ
+//! (`Builder::sample_decay`, 1 s) sets how fast a busy endpoint's estimate
+//! follows its samples; τ (`Builder::decay`, 10 s) how fast an idle one's
+//! fades. With one constant of 10 s, a replica that slowed down for a
+//! couple of seconds kept its peak for about ten after it recovered, and
+//! open-loop clients avoided half a fleet of noisy replicas (`noisy-fleet`:
+//! p99 0.70 of tower's p2c, 0.46 with τₛ = 1 s); with one constant of 1 s,
+//! slow replicas left alone were re-explored ten times as often, and the
+//! closed-loop scenarios' p99 rose by up to 3.3× (`seed-steady`).
 //!
 //! Both numbers live in one `AtomicU64` (two `f32` nanosecond values), so a
 //! reader always sees a consistent pair, and a compare-exchange loop never
@@ -56,6 +66,8 @@ pub(crate) struct Rates {
     pub(crate) latency: f64,
     /// 1/τ of the failure ratio.
     pub(crate) failure: f64,
+    /// 1/τ with which the estimate and spread follow samples.
+    pub(crate) sample: f64,
 }
 
 /// What a read of the EWMAs gives, decayed to the time of the read.
@@ -188,7 +200,11 @@ impl Ewma {
             self.stamp.store(stamp, Ordering::Release);
         }
         let dt = now_ns.saturating_sub(prev);
-        let w = idle_weight(raw, dt, rates);
+        let w = if raw & FAILED == 0 {
+            decay(dt, rates.sample)
+        } else {
+            decay(dt, rates.failure)
+        };
         let wf = if failed || self.failure.load(Ordering::Relaxed) != 0 {
             decay(dt, rates.failure)
         } else {
@@ -292,6 +308,7 @@ mod tests {
     const RATES: Rates = Rates {
         latency: 1.0 / TAU,
         failure: 1.0 / 2e9,
+        sample: 1.0 / TAU,
     };
 
     #[test]
@@ -375,6 +392,24 @@ mod tests {
         let (est, spread) = (r.est, r.spread);
         assert!((est - 100e6 * (-1f64).exp()).abs() < 1e3, "{est}");
         assert!((spread - 100e6 * (1.0 - (-1f64).exp())).abs() < 1e3);
+    }
+
+    #[test]
+    fn samples_follow_the_sample_decay_and_idleness_the_decay() {
+        // Samples blend with τₛ = 1 s, idleness fades with τ = 10 s.
+        let rates = Rates {
+            sample: 1.0 / 1e9,
+            ..RATES
+        };
+        let e = Ewma::new(30e6, 0);
+        e.observe(100e6, false, 0, rates);
+        // One τₛ later, a 0 ns sample: est = 100 ms · e^-1, not e^-0.1.
+        e.observe(0.0, false, 1_000_000_000, rates);
+        let est = e.read(1_000_000_000, rates).est;
+        assert!((est - 100e6 * (-1f64).exp()).abs() < 1e3, "{est}");
+        // Ten seconds without a sample: one τ of fading, not ten of τₛ.
+        let idle = e.read(11_000_000_000, rates).est;
+        assert!((idle - est * (-1f64).exp()).abs() < 1e3, "{idle}");
     }
 
     #[test]

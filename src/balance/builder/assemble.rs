@@ -42,6 +42,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             rates: Rates {
                 latency: 1.0 / cfg.decay.as_nanos() as f64,
                 failure: 1.0 / cfg.failure_decay.as_nanos() as f64,
+                sample: 1.0 / cfg.sample_decay.as_nanos() as f64,
             },
             default_rtt_ns: cfg.default_rtt.as_nanos() as f64,
             penalty_ns: cfg.failure_penalty.as_nanos() as f64,

@@ -10,8 +10,8 @@ use super::{Balance, Label, MakeObserver};
 use crate::breaker::CircuitBreakerConfig;
 use crate::classify::ErrIsFailure;
 use crate::endpoint::{
-    DEFAULT_DECAY, DEFAULT_FAILURE_DECAY, DEFAULT_FAILURE_PENALTY, DEFAULT_RTT, EndpointMeta,
-    SlowStart,
+    DEFAULT_DECAY, DEFAULT_FAILURE_DECAY, DEFAULT_FAILURE_PENALTY, DEFAULT_RTT,
+    DEFAULT_SAMPLE_DECAY, EndpointMeta, SlowStart,
 };
 use crate::error::{ConfigError, check_bounded, check_positive, check_weight};
 use crate::health::{DEFAULT_PANIC_THRESHOLD, HealthEvent, PanicMode};
@@ -43,6 +43,7 @@ pub(crate) struct Settings<K, S> {
     cap: Option<usize>,
     timeout: Option<Duration>,
     decay: Duration,
+    sample_decay: Duration,
     default_rtt: Duration,
     failure_penalty: Duration,
     failure_decay: Duration,
@@ -70,6 +71,7 @@ impl<K, S> Builder<K, S> {
                 cap: None,
                 timeout: None,
                 decay: DEFAULT_DECAY,
+                sample_decay: DEFAULT_SAMPLE_DECAY,
                 default_rtt: DEFAULT_RTT,
                 failure_penalty: DEFAULT_FAILURE_PENALTY,
                 failure_decay: DEFAULT_FAILURE_DECAY,
@@ -169,9 +171,23 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         self
     }
 
-    /// Decay time constant τ of the latency EWMA (> 0; default 10 s).
+    /// Time constant τ with which an endpoint's latency estimate fades
+    /// toward zero while it takes no calls (> 0; default
+    /// [`DEFAULT_DECAY`](crate::endpoint::DEFAULT_DECAY), 10 s): how soon a
+    /// starved endpoint is tried again.
     pub fn decay(mut self, tau: Duration) -> Self {
         self.cfg.decay = tau;
+        self
+    }
+
+    /// Time constant τ with which the latency estimate of an endpoint that
+    /// takes calls follows their latencies: `est·w + x·(1−w)`, `w =
+    /// e^(−Δt/τ)` for a sample `Δt` after the previous one (> 0; default
+    /// [`DEFAULT_SAMPLE_DECAY`](crate::endpoint::DEFAULT_SAMPLE_DECAY),
+    /// 1 s). tower and Finagle use one constant for both; set it to
+    /// [`decay`](Self::decay)'s to do the same.
+    pub fn sample_decay(mut self, tau: Duration) -> Self {
+        self.cfg.sample_decay = tau;
         self
     }
 
@@ -263,7 +279,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
     /// # Errors
     /// A [`ConfigError`] naming the first invalid field: `weight`,
     /// `endpoint` (a duplicate key), `max_in_flight`, `timeout`, `decay`,
-    /// `default_rtt`, `failure_penalty`, `failure_decay`, `panic_threshold`,
+    /// `sample_decay`, `default_rtt`, `failure_penalty`, `failure_decay`, `panic_threshold`,
     /// `slow_start.*`, `routing.*`, `load_report_expiry`,
     /// `adaptive_concurrency.*`, or the picker's own fields (`choices`,
     /// `vnodes`, ...).
@@ -292,6 +308,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         }
         cfg.load.validate()?;
         check_positive("decay", cfg.decay)?;
+        check_positive("sample_decay", cfg.sample_decay)?;
         check_positive("failure_decay", cfg.failure_decay)?;
         check_bounded("default_rtt", cfg.default_rtt)?;
         check_bounded("failure_penalty", cfg.failure_penalty)?;
@@ -339,6 +356,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
                 cap: c.cap,
                 timeout: c.timeout,
                 decay: c.decay,
+                sample_decay: c.sample_decay,
                 default_rtt: c.default_rtt,
                 failure_penalty: c.failure_penalty,
                 failure_decay: c.failure_decay,
