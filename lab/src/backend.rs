@@ -1,8 +1,9 @@
 //! A simulated replica: a service time (fixed or lognormal), an optional
-//! number of workers with a FIFO queue, and a schedule of events. The same
-//! model answers in-process calls (`--sim`) and HTTP requests (http mode).
+//! number of workers with a FIFO queue, a schedule of events and of
+//! slowdowns. The same model answers in-process calls (`--sim`) and HTTP
+//! requests (http mode).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -10,96 +11,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::load::{Meter, report_text};
-use super::scenario::{BackendSpec, DelaySpec, EventSpec};
-
-/// SplitMix64: small, seedable, good enough for the lab's random numbers.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator seeded with `seed`.
-    pub fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    /// The next random `u64`.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, 1)`.
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-
-    /// Standard normal (Box–Muller).
-    pub fn normal(&mut self) -> f64 {
-        let u1 = 1.0 - self.unit(); // (0, 1]: ln is finite
-        let u2 = self.unit();
-        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
-    }
-}
-
-/// Mixes a seed with a stream number, so that every backend and user draws
-/// from its own sequence.
-pub fn sub_seed(seed: u64, stream: u64) -> u64 {
-    Rng::new(seed ^ stream.wrapping_mul(0xD6E8_FEB8_6659_FD93)).next_u64()
-}
-
-/// z-score of the 99th percentile of a standard normal.
-const Z99: f64 = 2.326_347_874_040_841;
-
-/// A service time ready to sample.
-#[derive(Debug, Clone, Copy)]
-pub enum Delay {
-    /// Always this many nanoseconds.
-    Fixed(f64),
-    /// `exp(mu + sigma·z)` nanoseconds.
-    LogNormal {
-        /// ln of the median.
-        mu: f64,
-        /// From `ln(p99 / median) / z99`.
-        sigma: f64,
-    },
-}
-
-impl From<DelaySpec> for Delay {
-    fn from(d: DelaySpec) -> Self {
-        match d {
-            DelaySpec::Fixed(d) => Delay::Fixed(d.as_nanos() as f64),
-            DelaySpec::LogNormal { median, p99 } => {
-                let m = median.as_nanos() as f64;
-                Delay::LogNormal {
-                    mu: m.ln(),
-                    sigma: (p99.as_nanos() as f64 / m).ln() / Z99,
-                }
-            }
-        }
-    }
-}
-
-impl Delay {
-    /// The mean, in nanoseconds.
-    pub fn mean_ns(&self) -> f64 {
-        match *self {
-            Delay::Fixed(ns) => ns,
-            Delay::LogNormal { mu, sigma } => (mu + sigma * sigma / 2.0).exp(),
-        }
-    }
-
-    /// One sample.
-    pub fn sample(&self, rng: &mut Rng) -> Duration {
-        let ns = match *self {
-            Delay::Fixed(ns) => ns,
-            Delay::LogNormal { mu, sigma } => (mu + sigma * rng.normal()).exp(),
-        };
-        Duration::from_nanos(ns.min(3.6e12) as u64)
-    }
-}
+use super::random::{Delay, Rng};
+use super::scenario::{BackendSpec, EventSpec, Slowdown};
+use super::timer::Timer;
 
 /// A backend's behaviour at one moment, after the events so far.
 #[derive(Debug, Clone, Copy)]
@@ -142,6 +56,14 @@ pub struct Backend {
     meter: Meter,
     /// Whether answers carry a load report.
     reports: bool,
+    /// Its slowdown factor per step, if the scenario slows it down.
+    slowdown: Option<Slowdown>,
+    /// The measured window, for the busy time.
+    window: (Instant, Instant),
+    /// Worker-nanoseconds spent serving within the window.
+    busy_ns: AtomicU64,
+    /// When services end ([`Timer`]).
+    timer: Timer,
 }
 
 /// Decrements a counter when dropped (also when the request is abandoned).
@@ -161,20 +83,28 @@ impl Drop for Count<'_> {
 }
 
 /// Counts a request as active on its backend until dropped (owned, so a
-/// stream's body can keep it).
+/// stream's body can keep it), and adds the time it held a worker within
+/// the measured window to the backend's busy time.
 #[derive(Debug)]
-struct Active(Arc<Backend>);
+struct Active(Arc<Backend>, Instant);
 
 impl Active {
     fn new(b: Arc<Backend>) -> Self {
         b.active.fetch_add(1, Ordering::Relaxed);
-        Self(b)
+        Self(b, Instant::now())
     }
 }
 
 impl Drop for Active {
     fn drop(&mut self) {
-        self.0.active.fetch_sub(1, Ordering::Relaxed);
+        let b = &self.0;
+        b.active.fetch_sub(1, Ordering::Relaxed);
+        let (from, to) = b.window;
+        let (began, ended) = (self.1.max(from), Instant::now().min(to));
+        if ended > began {
+            let ns = (ended - began).as_nanos() as u64;
+            b.busy_ns.fetch_add(ns, Ordering::Relaxed);
+        }
     }
 }
 
@@ -189,8 +119,15 @@ pub struct Hold {
 }
 
 impl Backend {
-    /// A backend whose event clock starts at `start`.
-    pub fn new(spec: &BackendSpec, seed: u64, start: Instant) -> Self {
+    /// A backend whose event clock starts at `start`, measured over
+    /// `window`, slowed down as `slowdown` says.
+    pub fn new(
+        spec: &BackendSpec,
+        seed: u64,
+        start: Instant,
+        window: (Instant, Instant),
+        slowdown: Option<Slowdown>,
+    ) -> Self {
         let workers = spec
             .workers
             .map(|w| (w as usize, Arc::new(Semaphore::new(w as usize))));
@@ -211,6 +148,37 @@ impl Backend {
             waiting: AtomicUsize::new(0),
             meter: Meter::new(start),
             reports: spec.reports,
+            slowdown,
+            window,
+            busy_ns: AtomicU64::new(0),
+            timer: Timer::new(false),
+        }
+    }
+
+    /// In `--sim`: service ends fall on tokio's timer ticks ([`Timer`]).
+    pub fn simulated(mut self) -> Self {
+        self.timer = Timer::new(true);
+        self
+    }
+
+    /// How many times slower than its service time it runs at `now` (1
+    /// without a slowdown).
+    pub fn slowdown(&self, now: Instant) -> f64 {
+        self.slowdown
+            .as_ref()
+            .map_or(1.0, |s| s.factor(now.saturating_duration_since(self.start)))
+    }
+
+    /// Its utilization over the measured window: the time its workers
+    /// spent serving over the time they had (with unlimited workers, the
+    /// mean number of requests served at once).
+    pub fn utilization(&self) -> f64 {
+        let (from, to) = self.window;
+        let span = (to - from).as_nanos() as f64 * self.workers.as_ref().map_or(1, |w| w.0) as f64;
+        if span > 0.0 {
+            self.busy_ns.load(Ordering::Relaxed) as f64 / span
+        } else {
+            0.0
         }
     }
 
@@ -243,7 +211,7 @@ impl Backend {
         c
     }
 
-    fn draw(&self, f: impl FnOnce(&mut Rng) -> Duration) -> Duration {
+    fn draw<T>(&self, f: impl FnOnce(&mut Rng) -> T) -> T {
         let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut rng)
     }
@@ -258,10 +226,7 @@ impl Backend {
         if c.down {
             return (Answer::Down, None);
         }
-        let fail = c.error_rate > 0.0 && {
-            let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
-            rng.unit() < c.error_rate
-        };
+        let fail = c.error_rate > 0.0 && self.draw(|rng| rng.unit() < c.error_rate);
         if fail && let Some(d) = c.error_delay {
             tokio::time::sleep(d).await;
             self.meter.record(Instant::now(), true);
@@ -278,8 +243,12 @@ impl Backend {
             None => None,
         };
         let active = Active::new(self.clone());
-        let d = self.draw(|rng| c.delay.sample(rng));
-        tokio::time::sleep(d).await;
+        // The factor in force when service starts holds for all of it.
+        let factor = self.slowdown(Instant::now());
+        let d = self.draw(|rng| c.delay.sample(rng)).mul_f64(factor);
+        let (wake, end) = self.timer.deadline(d, |p| self.draw(|rng| rng.unit() < p));
+        tokio::time::sleep_until(wake).await;
+        self.timer.woke(end);
         self.meter.record(Instant::now(), fail);
         if fail {
             return (Answer::Status(c.status), None);
@@ -324,7 +293,7 @@ impl Backend {
         if c.down || c.error_rate >= 1.0 {
             return f64::INFINITY;
         }
-        let m = c.delay.mean_ns();
+        let m = c.delay.mean_ns() * self.slowdown(now);
         let (a, q) = self.load();
         let wait = match &self.workers {
             Some((w, _)) if a + q >= *w => (q + 1) as f64 * m / *w as f64,

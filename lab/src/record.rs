@@ -6,7 +6,20 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::report::{Latency, PickerReport, Second};
+use super::report::{Latency, OpenStats, PickerReport, Second};
+
+/// How one request went.
+#[derive(Debug, Clone, Copy)]
+pub struct Answer {
+    /// A 1xx-4xx answer whose body was read to its end.
+    pub ok: bool,
+    /// Wall-clock ns of the service's `call`.
+    pub call_ns: u64,
+    /// The picker's part of it ([`super::timed`]).
+    pub select_ns: u64,
+    /// When the head arrived (the latency's end).
+    pub done: Instant,
+}
 
 #[derive(Debug, Clone, Default)]
 struct Bucket {
@@ -28,6 +41,13 @@ struct State {
     call_ns: u128,
     select_ns: u128,
     calls: u64,
+    /// Open loop: measured arrivals, those sent before the window ended,
+    /// and every send's lag behind its intended time (ns).
+    arrivals: u64,
+    sent_in_window: u64,
+    lags: Vec<u64>,
+    /// Open loop: measured requests still unanswered when the drain ended.
+    unfinished: u64,
 }
 
 /// Shared by the users and endpoints of one run.
@@ -87,24 +107,17 @@ impl Recorder {
         });
     }
 
-    /// A request finished at `done` after `latency`; `call_ns` is the
-    /// wall-clock time its `call` took, `select_ns` the picker's part of it
-    /// ([`super::timed`]).
-    pub fn complete(
-        &self,
-        done: Instant,
-        latency: Duration,
-        ok: bool,
-        call_ns: u64,
-        select_ns: u64,
-    ) {
-        let Some(b) = self.bucket(done) else {
+    /// A request answered after `latency`, counted in the second of `at`
+    /// (closed loop: when it was answered; open loop: when it was meant to
+    /// be sent).
+    pub fn complete(&self, at: Instant, latency: Duration, a: Answer) {
+        let Some(b) = self.bucket(at) else {
             return;
         };
-        let ns = latency.as_nanos() as u64;
+        let (ok, ns) = (a.ok, latency.as_nanos() as u64);
         self.with(|s| {
-            s.call_ns += u128::from(call_ns);
-            s.select_ns += u128::from(select_ns);
+            s.call_ns += u128::from(a.call_ns);
+            s.select_ns += u128::from(a.select_ns);
             s.calls += 1;
             if ok {
                 s.latencies.push(ns);
@@ -120,6 +133,33 @@ impl Recorder {
                     b.errors += 1;
                 }
             }
+        });
+    }
+
+    /// Open loop: an arrival meant for `intended` was sent at `sent`.
+    pub fn sent(&self, intended: Instant, sent: Instant) {
+        if self.bucket(intended).is_none() {
+            return;
+        }
+        let lag = sent.saturating_duration_since(intended).as_nanos() as u64;
+        let in_window = sent < self.end;
+        self.with(|s| {
+            s.arrivals += 1;
+            s.sent_in_window += u64::from(in_window);
+            s.lags.push(lag);
+        });
+    }
+
+    /// Open loop: a measured request meant for `intended` had no answer
+    /// after `waited`. It counts in the latency figures at `waited`, a
+    /// lower bound of its latency.
+    pub fn unfinished(&self, intended: Instant, waited: Duration) {
+        if self.bucket(intended).is_none() {
+            return;
+        }
+        self.with(|s| {
+            s.unfinished += 1;
+            s.latencies.push(waited.as_nanos() as u64);
         });
     }
 
@@ -165,8 +205,23 @@ impl Recorder {
                 p50: pct(0.50),
                 p95: pct(0.95),
                 p99: pct(0.99),
+                p999: pct(0.999),
                 max: s.latencies.last().map_or(0.0, |&x| ms(x as f64)),
             };
+            let open = (s.arrivals > 0).then(|| {
+                s.lags.sort_unstable();
+                let lag = |q: f64| {
+                    let rank = ((q * s.lags.len() as f64).ceil() as usize).clamp(1, s.lags.len());
+                    ms(s.lags[rank - 1] as f64)
+                };
+                OpenStats {
+                    rate: round(s.arrivals as f64 / duration, 2),
+                    sent_rate: round(s.sent_in_window as f64 / duration, 2),
+                    lag_p99_ms: lag(0.99),
+                    lag_max_ms: lag(1.0),
+                    unfinished: s.unfinished,
+                }
+            });
             let timeline = s
                 .buckets
                 .iter()
@@ -218,6 +273,10 @@ impl Recorder {
                 select_ns_measured: select_ns,
                 rest_ns_measured: rest_ns,
                 timeline,
+                open,
+                utilization: Vec::new(),
+                util_max_mean: 0.0,
+                rival: None,
                 peer: None,
                 route: None,
                 fleet: None,

@@ -1,8 +1,6 @@
 //! The results: the terminal table and the JSON document (schema in the
 //! README, `tower-lb-lab/1`).
 
-use std::fmt::Write as _;
-
 use serde::Serialize;
 
 use super::fleet::FleetStats;
@@ -33,6 +31,10 @@ pub struct Report {
     pub users: u32,
     /// Independent balancers.
     pub clients: u32,
+    /// Open loop: arrivals per second as intended (`null`: closed loop).
+    pub arrival_rate: Option<f64>,
+    /// Open loop at a share of capacity: that share (`null` otherwise).
+    pub target_utilization: Option<f64>,
     /// The backends, in the order of every per-backend array.
     pub backends: Vec<BackendInfo>,
     /// Pickers skipped, settings not applied, and why.
@@ -107,6 +109,19 @@ pub struct PickerReport {
     pub rest_ns_measured: f64,
     /// One entry per second of the run.
     pub timeline: Vec<Second>,
+    /// Open loop: the arrivals as intended and as sent (`null` in closed
+    /// loop).
+    pub open: Option<OpenStats>,
+    /// Each backend's utilization over the measured window: its workers'
+    /// busy time over the time they had (without a worker limit, the mean
+    /// number of requests it served at once).
+    pub utilization: Vec<f64>,
+    /// The busiest backend's utilization over the mean of all of them (1:
+    /// evenly loaded).
+    pub util_max_mean: f64,
+    /// A rival row (another crate's balancer, not one of tower-lb's
+    /// pickers): what ran; `null` otherwise.
+    pub rival: Option<String>,
     /// A peer row (a central proxy, not a picker): what ran; `null` for a
     /// picker's row.
     pub peer: Option<PeerInfo>,
@@ -141,8 +156,27 @@ pub struct Latency {
     pub p95: f64,
     /// 99th percentile.
     pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
     /// Maximum.
     pub max: f64,
+}
+
+/// Open-loop arrivals of one row: intended against achieved.
+#[derive(Debug, Clone, Serialize)]
+pub struct OpenStats {
+    /// Measured arrivals per second, as intended.
+    pub rate: f64,
+    /// Of those, sent before the window ended, per second.
+    pub sent_rate: f64,
+    /// 99th percentile of how late a request was sent behind its intended
+    /// time, ms (its latency counts from the intended time).
+    pub lag_p99_ms: f64,
+    /// The latest send, ms.
+    pub lag_max_ms: f64,
+    /// Measured requests still unanswered when the drain ended (counted in
+    /// the latency figures at the time they had waited).
+    pub unfinished: u64,
 }
 
 /// One second of a run.
@@ -172,6 +206,8 @@ impl Report {
             duration_s,
             users: sc.max_vus(),
             clients: sc.load.clients,
+            arrival_rate: None,
+            target_utilization: None,
             backends: sc
                 .backends
                 .iter()
@@ -204,6 +240,8 @@ impl Report {
     pub fn row_name(&self, r: &PickerReport) -> String {
         let name = if r.peer.is_some() {
             format!("{} (peer)", r.picker)
+        } else if r.rival.is_some() {
+            format!("{} (rival)", r.picker)
         } else if r.weighted && self.backends.iter().any(|b| b.weight != 1.0) {
             format!("{} (w)", r.picker)
         } else {
@@ -213,169 +251,5 @@ impl Report {
             Some(route) => format!("{name} [{route}]"),
             None => name,
         }
-    }
-
-    /// The terminal table.
-    pub fn table(&self) -> String {
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "\n{} ({}, {} users, {} client balancer{}, {:.0} s per row, seed {})",
-            self.scenario,
-            self.mode,
-            self.users,
-            self.clients,
-            if self.clients == 1 { "" } else { "s" },
-            self.duration_s,
-            self.seed
-        );
-        if !self.description.is_empty() {
-            let _ = writeln!(out, "{}", self.description);
-        }
-        let names: Vec<&str> = self.backends.iter().map(|b| b.name.as_str()).collect();
-        match names.as_slice() {
-            [first, .., last] if names.len() > MAX_LISTED => {
-                let _ = writeln!(out, "backends: {} ({first} to {last})", names.len());
-            }
-            _ => {
-                let _ = writeln!(out, "backends: {}", names.join(", "));
-            }
-        }
-        let mut proxies: Vec<String> = Vec::new();
-        for p in self.runs.iter().filter_map(|r| r.peer.as_ref()) {
-            let v = format!("{} {}", p.proxy, p.version);
-            if !proxies.contains(&v) {
-                proxies.push(v);
-            }
-        }
-        if !proxies.is_empty() {
-            let _ = writeln!(
-                out,
-                "peers: {} (keep-alive to the backends; their share and in-flight as the backends counted them)",
-                proxies.join(", ")
-            );
-        }
-        let names: Vec<String> = self.runs.iter().map(|r| self.row_name(r)).collect();
-        let name_w = names.iter().map(|n| n.chars().count()).fold(22, usize::max);
-        // Past a dozen backends the per-backend columns give way to their
-        // spread (the JSON keeps every value).
-        let many = self.backends.len() > MAX_LISTED;
-        let share_w = if many {
-            15
-        } else {
-            (self.backends.len() * 5).max(9)
-        };
-        let fl_w = if many {
-            11
-        } else {
-            (self.backends.len() * 4).max(9)
-        };
-        let _ = writeln!(
-            out,
-            "{:<name_w$} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>6}  {:<share_w$}  {:<fl_w$}  {:>8} {:>8}",
-            "picker",
-            "RPS",
-            "mean",
-            "p50",
-            "p95",
-            "p99",
-            "max",
-            "err%",
-            "share %",
-            "in-flight",
-            "select",
-            "rest"
-        );
-        let _ = writeln!(
-            out,
-            "{:<name_w$} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>6}  {:<share_w$}  {:<fl_w$}  {:>8} {:>8}",
-            "",
-            "",
-            "ms",
-            "ms",
-            "ms",
-            "ms",
-            "ms",
-            "",
-            if many {
-                "min-max/backend"
-            } else {
-                "per backend"
-            },
-            if many { "sum at end" } else { "at end" },
-            "",
-            "of call"
-        );
-        for (r, name) in self.runs.iter().zip(&names) {
-            let (share, fl) = if many {
-                let lo = r.share.iter().copied().fold(f64::INFINITY, f64::min);
-                let hi = r.share.iter().copied().fold(0.0, f64::max);
-                let sum: usize = r.in_flight_end.iter().sum();
-                (
-                    vec![format!("{:.2}-{:.2}", lo * 100.0, hi * 100.0)],
-                    vec![sum.to_string()],
-                )
-            } else {
-                (
-                    r.share
-                        .iter()
-                        .map(|s| format!("{:.1}", s * 100.0))
-                        .collect(),
-                    r.in_flight_end.iter().map(|n| n.to_string()).collect(),
-                )
-            };
-            let (select, rest) = if r.peer.is_some() {
-                ("-".to_string(), "-".to_string())
-            } else {
-                (fmt_ns(r.select_ns_measured), fmt_ns(r.rest_ns_measured))
-            };
-            let l = &r.latency_ms;
-            let _ = writeln!(
-                out,
-                "{:<name_w$} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>6.2}  {:<share_w$}  {:<fl_w$}  {:>8} {:>8}",
-                name,
-                r.rps,
-                l.mean,
-                l.p50,
-                l.p95,
-                l.p99,
-                l.max,
-                r.error_rate * 100.0,
-                share.join("/"),
-                fl.join("/"),
-                select,
-                rest
-            );
-        }
-        for r in &self.runs {
-            let mut parts = Vec::new();
-            if let Some(n) = r.retries {
-                parts.push(format!("{n} retries"));
-            }
-            let per_backend =
-                |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join("/");
-            if let Some(v) = &r.ejections {
-                parts.push(format!("ejections {}", per_backend(v)));
-            }
-            if let Some(v) = &r.breaker_opens {
-                parts.push(format!("breaker opens {}", per_backend(v)));
-            }
-            if !parts.is_empty() {
-                let _ = writeln!(out, "{}: {}", r.picker, parts.join(", "));
-            }
-        }
-        super::fleet::table(self, &mut out);
-        for n in &self.notes {
-            let _ = writeln!(out, "note: {n}");
-        }
-        out
-    }
-}
-
-fn fmt_ns(ns: f64) -> String {
-    if ns >= 1000.0 {
-        format!("{:.1} µs", ns / 1000.0)
-    } else {
-        format!("{ns:.0} ns")
     }
 }

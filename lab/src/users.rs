@@ -1,6 +1,7 @@
-//! The closed-loop virtual users and the progress line: the same users
-//! drive a tower-lb balancer (a picker's row) or a plain client pointed at
-//! a proxy (a peer's row).
+//! The traffic's plan, the requests it sends, the closed-loop virtual users
+//! and the progress line: the same users drive a tower-lb balancer (a
+//! picker's row), a rival balancer, or a plain client pointed at a proxy (a
+//! peer's row). Open-loop arrivals are in [`super::arrivals`].
 
 use std::io::Write as _;
 use std::sync::Arc;
@@ -11,31 +12,50 @@ use http_body_util::{BodyExt, Empty};
 use tokio::time::Instant;
 use tower::{Service, ServiceExt};
 
-use super::backend::{Rng, sub_seed};
 use super::endpoint::{LabRequest, STREAM_HEADER};
-use super::record::Recorder;
-use super::scenario::{ClientIps, Scenario, Stage};
+use super::random::{Rng, sub_seed};
+use super::record::{Answer, Recorder};
+use super::scenario::{ClientIps, OpenLoop, Scenario, Stage};
 use super::timed;
 
-/// The shared plan of the virtual users.
+/// The shared plan of the traffic: closed-loop users, or open-loop
+/// arrivals.
 pub struct Plan {
-    start: Instant,
-    end: Instant,
+    /// When the row starts (the warm-up's start).
+    pub start: Instant,
+    /// When the measured window starts (after the warm-up).
+    pub measured: Instant,
+    /// When it ends: no request is sent after it.
+    pub end: Instant,
+    /// The open loop, if the load is one.
+    pub open: Option<OpenLoop>,
     vus: u32,
     stages: Vec<Stage>,
     think: Duration,
     ips: ClientIps,
-    seed: u64,
+    /// Seed of every random number of the traffic.
+    pub seed: u64,
+    /// `--sim`: open-loop arrivals fall on tokio's millisecond ticks.
+    pub sim: bool,
     /// Share of requests that stream, and for how long (ms).
     streams: Option<(f64, u64)>,
 }
 
 impl Plan {
-    /// The scenario's load, for a run from `start` to `end`.
-    pub fn new(sc: &Scenario, start: Instant, end: Instant, seed: u64) -> Self {
+    /// The scenario's load, for a run from `start` to `end` (measured
+    /// from `measured`), open loop when `open` says so.
+    pub fn new(
+        sc: &Scenario,
+        (start, measured, end): (Instant, Instant, Instant),
+        open: Option<OpenLoop>,
+        seed: u64,
+    ) -> Self {
         Self {
             start,
+            measured,
             end,
+            open,
+            sim: false,
             vus: sc.load.vus,
             stages: sc.load.stages.clone(),
             think: sc.load.think.0,
@@ -48,12 +68,42 @@ impl Plan {
         }
     }
 
+    /// In `--sim` (see [`super::arrivals`]).
+    pub fn simulated(mut self, sim: bool) -> Self {
+        self.sim = sim;
+        self
+    }
+
     fn active(&self, t: Duration) -> u32 {
         self.stages
             .iter()
             .take_while(|s| s.at.0 <= t)
             .last()
             .map_or(self.vus, |s| s.vus)
+    }
+
+    /// A request as the plan sends it: `GET /test`, the client IP in
+    /// `X-Forwarded-For` (fresh, or `sticky`), and (with `[streams]`) a
+    /// share of streams.
+    pub fn request(&self, rng: &mut Rng, sticky: &str) -> LabRequest {
+        let ip = match self.ips {
+            ClientIps::PerRequest => random_ip(rng),
+            ClientIps::PerUser => sticky.to_string(),
+        };
+        let mut req = http::Request::new(Empty::<Bytes>::new());
+        *req.uri_mut() = http::Uri::from_static("/test");
+        if let Ok(v) = http::HeaderValue::from_str(&ip) {
+            req.headers_mut().insert("x-forwarded-for", v);
+        }
+        // Drawn only in scenarios with streams, so the others' random
+        // sequences stay as they were.
+        if let Some((share, hold_ms)) = self.streams
+            && rng.unit() < share
+        {
+            req.headers_mut()
+                .insert(STREAM_HEADER, http::HeaderValue::from(hold_ms));
+        }
+        req
     }
 
     fn next_change(&self, t: Duration) -> Instant {
@@ -85,49 +135,14 @@ where
             tokio::time::sleep_until(plan.next_change(now - plan.start)).await;
             continue;
         }
-        let ip = match plan.ips {
-            ClientIps::PerRequest => random_ip(&mut rng),
-            ClientIps::PerUser => sticky_ip.clone(),
-        };
-        let mut req = http::Request::new(Empty::<Bytes>::new());
-        *req.uri_mut() = http::Uri::from_static("/test");
-        if let Ok(v) = http::HeaderValue::from_str(&ip) {
-            req.headers_mut().insert("x-forwarded-for", v);
-        }
-        // Drawn only in scenarios with streams, so the others' random
-        // sequences stay as they were.
-        if let Some((share, hold_ms)) = plan.streams
-            && rng.unit() < share
-        {
-            req.headers_mut()
-                .insert(STREAM_HEADER, http::HeaderValue::from(hold_ms));
-        }
+        let req = plan.request(&mut rng, &sticky_ip);
         let sent = Instant::now();
-        let (ok, call_ns, select_ns, done) = match lb.ready().await {
-            Ok(svc) => {
-                timed::reset();
-                let t = std::time::Instant::now();
-                let fut = svc.call(req);
-                let call_ns = t.elapsed().as_nanos() as u64;
-                let select_ns = timed::take();
-                let (ok, done) = match fut.await {
-                    Ok(r) => {
-                        // The latency is the time to the head; then the
-                        // body is read to its end (a stream's takes a while).
-                        let done = Instant::now();
-                        let good = !r.status().is_server_error();
-                        (good && r.into_body().collect().await.is_ok(), done)
-                    }
-                    Err(_) => (false, Instant::now()),
-                };
-                (ok, call_ns, select_ns, done)
-            }
-            Err(_) => (false, 0, 0, Instant::now()),
-        };
-        if done >= plan.end {
+        let answer = send(&mut lb, req).await;
+        if answer.done >= plan.end {
             return;
         }
-        rec.complete(done, done - sent, ok, call_ns, select_ns);
+        rec.complete(answer.done, answer.done - sent, answer);
+        let ok = answer.ok;
         // A failure can be instant; never spin without time passing.
         let think = if ok {
             plan.think
@@ -138,7 +153,47 @@ where
     }
 }
 
-fn random_ip(rng: &mut Rng) -> String {
+/// Sends `req` through `svc` and reads the answer's body to its end.
+pub async fn send<L, B>(svc: &mut L, req: LabRequest) -> Answer
+where
+    L: Service<LabRequest, Response = http::Response<B>>,
+    B: hyper::body::Body,
+{
+    match svc.ready().await {
+        Ok(svc) => {
+            timed::reset();
+            let t = std::time::Instant::now();
+            let fut = svc.call(req);
+            let call_ns = t.elapsed().as_nanos() as u64;
+            let select_ns = timed::take();
+            let (ok, done) = match fut.await {
+                Ok(r) => {
+                    // The latency is the time to the head; then the body
+                    // is read to its end (a stream's takes a while).
+                    let done = Instant::now();
+                    let good = !r.status().is_server_error();
+                    (good && r.into_body().collect().await.is_ok(), done)
+                }
+                Err(_) => (false, Instant::now()),
+            };
+            Answer {
+                ok,
+                call_ns,
+                select_ns,
+                done,
+            }
+        }
+        Err(_) => Answer {
+            ok: false,
+            call_ns: 0,
+            select_ns: 0,
+            done: Instant::now(),
+        },
+    }
+}
+
+/// A random client IP.
+pub fn random_ip(rng: &mut Rng) -> String {
     let x = rng.next_u64();
     format!(
         "{}.{}.{}.{}",

@@ -22,6 +22,7 @@ fn sim(scenario: &str, secs: u64, pickers: &[&str], seed: Option<u64>) -> Report
                 .collect(),
         ),
         seed,
+        utilization: None,
         quiet: true,
         warm_select: false,
         per_thread_load: false,
@@ -728,8 +729,14 @@ fn bad(name: &str, text: &str) -> lab::error::LabError {
     let path = std::env::temp_dir().join(format!("lab-test-{}-{name}.toml", std::process::id()));
     std::fs::write(&path, text).unwrap();
     let p = path.to_string_lossy().to_string();
-    let err = lab::cli(&["--sim".into(), "--scenario".into(), p.clone()])
-        .expect_err("bad input is rejected");
+    let err = lab::cli(&[
+        "--sim".into(),
+        "--report".into(),
+        "none".into(),
+        "--scenario".into(),
+        p.clone(),
+    ])
+    .expect_err("bad input is rejected");
     let _ = std::fs::remove_file(&path);
     assert_eq!(err.exit_code(), 2, "{err}");
     assert!(err.message.contains(&p), "message names the file: {err}");
@@ -757,11 +764,13 @@ fn the_good_file_runs() {
     let r = lab::cli(&[
         "--sim".into(),
         "--quiet".into(),
+        "--report".into(),
+        "none".into(),
         "--scenario".into(),
         path.to_string_lossy().to_string(),
     ]);
     let _ = std::fs::remove_file(&path);
-    let r = r.unwrap().unwrap();
+    let r = r.unwrap().pop().unwrap();
     assert!(run(&r, "round_robin").requests > 100);
 }
 
@@ -793,8 +802,8 @@ fn a_negative_delay_is_named() {
 
 #[test]
 fn a_missing_field_is_named() {
-    let err = bad("missing", &GOOD.replace("think = \"10ms\"", ""));
-    assert!(err.message.contains("missing field `think`"), "{err}");
+    let err = bad("missing", &GOOD.replace("delay = \"5ms\"", ""));
+    assert!(err.message.contains("missing field `delay`"), "{err}");
 }
 
 #[test]
@@ -888,6 +897,10 @@ fn bad_flags_are_rejected() {
         vec!["--pickers", "peak_ewma,nope"],
         vec!["--duration", "-3s"],
         vec!["--seed", "x"],
+        vec!["--utilization", "0"],
+        vec!["--utilization", "0.9,x"],
+        vec!["--utilization", "NaN"],
+        vec!["--utilization", ","],
         vec!["--frobnicate"],
     ] {
         let args: Vec<String> = args.into_iter().map(String::from).collect();

@@ -471,6 +471,7 @@ fn a_proxy_that_cannot_run_is_a_note_and_the_other_rows_run() {
         seed: 1,
         quiet: true,
         nth: (1, 3),
+        open: None,
     };
     let rows = [
         Peer {

@@ -1,5 +1,6 @@
 //! One peer row: fresh backends, the proxy in front of them, the
-//! scenario's users sending through it with a plain hyper-util client.
+//! scenario's users (or arrivals) sending through it with a plain
+//! hyper-util client.
 //! Responses are attributed to backends by the header the backends add;
 //! in-flight at the end is counted by the backends themselves.
 
@@ -15,17 +16,15 @@ use http::uri::{Authority, Scheme, Uri};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use tokio::time::Instant;
 use tower::Service;
 
-use super::super::backend::{Backend, sub_seed};
 use super::super::endpoint::{EndpointError, HttpClient, LabRequest, LabResponse};
 use super::super::error::LabError;
 use super::super::record::Recorder;
 use super::super::report::{PeerInfo, PickerReport, Report};
-use super::super::scenario::Scenario;
+use super::super::scenario::{OpenLoop, Scenario};
 use super::super::server::{self, BACKEND_HEADER, backend_tag};
-use super::super::users::{Plan, progress, user};
+use super::super::traffic::{Progress, Row};
 use super::binary::{self, Installed};
 use super::config::{self, Setup};
 use super::{Peer, Proxy, process};
@@ -44,6 +43,8 @@ pub struct RowCtx<'a> {
     pub quiet: bool,
     /// Position in the table, for the progress line.
     pub nth: (usize, usize),
+    /// The open loop, resolved (`None`: the scenario's users).
+    pub open: Option<OpenLoop>,
 }
 
 /// Runs the peer rows after the pickers' rows. A proxy that is not
@@ -191,18 +192,11 @@ pub async fn run(
         Ok(r) => r,
         Err(why) => return Ok(Err(why)),
     };
-    // The backends' event clocks and the users start now, after the proxy
-    // is up: the row is timed like a picker's.
-    let start = Instant::now();
-    let end = start + ctx.duration;
-    let backends: Vec<Arc<Backend>> = sc
-        .backends
-        .iter()
-        .enumerate()
-        .map(|(i, b)| Arc::new(Backend::new(b, sub_seed(ctx.seed, 1000 + i as u64), start)))
-        .collect();
-    let servers = server::serve(listeners, &backends)?;
-    let rec = Arc::new(Recorder::new(start, ctx.duration, n));
+    // The backends' event clocks and the traffic start now, after the
+    // proxy is up: the row is timed like a picker's.
+    let row = Row::new(sc, ctx.seed, ctx.duration, ctx.open, false);
+    let servers = server::serve(listeners, &row.backends)?;
+    let rec = row.rec.clone();
     let authority: Authority = running
         .addr
         .to_string()
@@ -221,39 +215,18 @@ pub async fn run(
             .collect(),
         rec: rec.clone(),
     }));
-    let plan = Arc::new(Plan::new(sc, start, end, ctx.seed));
-    let tasks: Vec<_> = (0..users as usize)
-        .map(|u| tokio::spawn(user(u, through.clone(), plan.clone(), rec.clone())))
-        .collect();
-    let progress = (!ctx.quiet).then(|| {
-        tokio::spawn(progress(
-            format!("{} (peer)", peer.label()),
-            ctx.nth,
-            start,
-            ctx.duration,
-            rec.clone(),
-            false,
-        ))
+    let progress = (!ctx.quiet).then(|| Progress {
+        label: format!("{} (peer)", peer.label()),
+        nth: ctx.nth,
+        sim: false,
     });
-    tokio::time::sleep_until(end).await;
-    let in_flight: Vec<usize> = backends
-        .iter()
-        .map(|b| {
-            let (active, waiting) = b.load();
-            active + waiting
-        })
-        .collect();
-    for t in &tasks {
-        t.abort();
-    }
-    for t in tasks {
-        let _ = t.await;
-    }
-    if let Some(p) = progress {
-        p.abort();
-        let _ = p.await;
-    }
+    // One proxy serves every user (or arrival).
+    let traffic = row.start(users, vec![through], progress);
+    tokio::time::sleep_until(row.plan.end).await;
+    let in_flight = row.backend_load();
+    traffic.finish().await;
     let mut report = rec.finish(&peer.label(), false, in_flight, true);
+    row.add_utilization(&mut report);
     // The pick happens in another process: there is no call to time.
     report.select_ns = None;
     report.rest_ns = None;

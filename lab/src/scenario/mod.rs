@@ -12,15 +12,21 @@ use super::error::LabError;
 use super::peers::PeerSpec;
 
 mod fleet;
+mod load;
 mod picker;
 mod resilience;
 mod rows;
+mod slowdown;
 mod streams;
 mod units;
 
 pub use fleet::{FleetSpec, Variant};
+pub use load::{
+    Arrivals, ClientIps, DEFAULT_DRAIN, Load, OpenLoop, Stage, capacity, check_utilization,
+};
 pub use picker::{PickerName, known_pickers};
 pub use resilience::{Resilience, RetrySpec};
+pub use slowdown::{Slowdown, SlowdownSpec, schedules};
 pub use streams::{Streams, Tracking};
 pub use units::{DelaySpec, Dur, parse_duration};
 
@@ -63,6 +69,14 @@ pub const SHIPPED: &[(&str, &str)] = &[
         include_str!("../../scenarios/orca-many-clients.toml"),
     ),
     ("overload", include_str!("../../scenarios/overload.toml")),
+    (
+        "noisy-fleet",
+        include_str!("../../scenarios/noisy-fleet.toml"),
+    ),
+    (
+        "steady-fleet",
+        include_str!("../../scenarios/steady-fleet.toml"),
+    ),
 ];
 
 /// A whole scenario file.
@@ -105,64 +119,8 @@ pub struct Scenario {
     pub fleet: Option<FleetSpec>,
 }
 
-/// Closed-loop virtual users: each sends a request, waits for the answer,
-/// then thinks, and again.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Load {
-    /// Virtual users from the start (stages may change it).
-    pub vus: u32,
-    /// Pause between an answer and the user's next request.
-    pub think: Dur,
-    /// Independent balancers sharing the backends; user `u` uses balancer
-    /// `u % clients`.
-    #[serde(default = "one")]
-    pub clients: u32,
-    /// Changes of the number of active users over time.
-    #[serde(default)]
-    pub stages: Vec<Stage>,
-    /// Added to every request's latency on the client side: the proxy hop of
-    /// the published study (about 3 ms). Default 0.
-    #[serde(default)]
-    pub overhead: Dur,
-    /// Run this long before measuring (every picker, unrecorded): the
-    /// table then shows the steady state, not the cold start or a
-    /// picker's blackout. Event and stage times count from the start of
-    /// the warm-up. Default 0.
-    #[serde(default)]
-    pub warmup: Dur,
-    /// Where the `X-Forwarded-For` client IP of each request comes from.
-    #[serde(default)]
-    pub client_ips: ClientIps,
-}
-
-fn one() -> u32 {
-    1
-}
-
 fn unit_weight() -> f64 {
     1.0
-}
-
-/// From `at` on (since the picker's run started), `vus` users are active.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Stage {
-    /// When the stage starts.
-    pub at: Dur,
-    /// Active users during the stage.
-    pub vus: u32,
-}
-
-/// Client IPs put in `X-Forwarded-For` (read by the hash pickers).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ClientIps {
-    /// A fresh random IP per request, as the published study did.
-    #[default]
-    PerRequest,
-    /// One random IP per virtual user (sticky sessions).
-    PerUser,
 }
 
 /// One `[[backend]]`.
@@ -194,6 +152,9 @@ pub struct BackendSpec {
     /// Whether answers carry an ORCA load report (see the lab's `load`).
     #[serde(default)]
     pub reports: bool,
+    /// Steps at which it may run slower (see [`SlowdownSpec`]).
+    #[serde(default)]
+    pub slowdown: Option<SlowdownSpec>,
 }
 
 /// A change of one backend at time `at`; each field present changes that
@@ -277,15 +238,16 @@ impl Scenario {
         if self.backends.is_empty() {
             return err("backend", "define at least one [[backend]]".into());
         }
+        self.load.validate(&self.backends)?;
         let max_vus = self.max_vus();
-        if max_vus == 0 {
-            return err("load.vus", "at least one virtual user is needed".into());
-        }
-        if self.load.clients == 0 || self.load.clients > max_vus {
+        if self.load.clients == 0 || (!self.load.is_open() && self.load.clients > max_vus) {
             return err(
                 "load.clients",
                 format!("must be between 1 and the number of users ({max_vus})"),
             );
+        }
+        if self.load.clients > 10_000 {
+            return err("load.clients", "at most 10000".into());
         }
         for (i, b) in self.backends.iter().enumerate() {
             let f = |x: &str| format!("backend[{i}].{x}");
@@ -300,6 +262,10 @@ impl Scenario {
             }
             if b.workers == Some(0) {
                 return err(&f("workers"), "must be >= 1 (omit it for unlimited)".into());
+            }
+            if let Some(sd) = &b.slowdown {
+                sd.validate()
+                    .map_err(|(part, p)| (f(&format!("slowdown.{part}")), p))?;
             }
             for (j, e) in b.events.iter().enumerate() {
                 let f = |x: &str| format!("backend[{i}].events[{j}].{x}");
@@ -391,9 +357,13 @@ impl Scenario {
             .map_or_else(Streams::default_tracking, |s| s.tracking.clone())
     }
 
-    /// Whether anything changes during a run (events or stages): then the
-    /// chart draws latency over time.
+    /// Whether anything changes during a run (events, stages or
+    /// slowdowns): then the chart draws latency over time.
     pub fn has_events(&self) -> bool {
-        !self.load.stages.is_empty() || self.backends.iter().any(|b| !b.events.is_empty())
+        !self.load.stages.is_empty()
+            || self
+                .backends
+                .iter()
+                .any(|b| !b.events.is_empty() || b.slowdown.is_some())
     }
 }

@@ -1,11 +1,13 @@
-//! [`PickerName`]: the pickers a scenario names, the crate's and the
-//! lab's oracle.
+//! [`PickerName`]: the pickers a scenario names: the crate's, the lab's
+//! oracle, and the rivals (other crates' balancers).
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde::de;
 use serde::{Deserialize, Deserializer};
+
+use super::super::rivals::Rival;
 
 /// A picker the lab knows by name: one of the crate's registry
 /// ([`tower_lb::pick::NAMES`]), or the lab's own oracle.
@@ -15,16 +17,19 @@ pub enum PickerName {
     Crate(&'static str),
     /// The lab's oracle (sim mode only).
     Oracle,
+    /// Another crate's balancer ([`super::super::rivals`]).
+    Rival(Rival),
 }
 
 impl PickerName {
     /// Every name, in the order `--help` lists them: the crate's registry,
-    /// then the oracle.
+    /// the oracle, then the rivals.
     pub fn all() -> impl Iterator<Item = PickerName> {
         tower_lb::pick::NAMES
             .iter()
             .map(|&n| PickerName::Crate(n))
             .chain([PickerName::Oracle])
+            .chain(Rival::ALL.map(PickerName::Rival))
     }
 
     /// The name as written in scenarios and on the command line.
@@ -32,6 +37,7 @@ impl PickerName {
         match self {
             PickerName::Crate(name) => name,
             PickerName::Oracle => "oracle",
+            PickerName::Rival(r) => r.as_str(),
         }
     }
 }

@@ -22,6 +22,11 @@ impl Scenario {
         };
         let mut rows = Vec::new();
         for &p in pickers {
+            if let PickerName::Rival(_) = p {
+                // Tracking modes, route variants and limits are tower-lb's.
+                rows.push((p, tracking[0], None, false));
+                continue;
+            }
             let modes = if p == PickerName::Oracle {
                 &tracking[..1]
             } else {

@@ -1,0 +1,151 @@
+//! The command line: flags, and what `--help` says.
+
+use std::path::PathBuf;
+
+use super::driver::Options;
+use super::error::LabError;
+use super::peers;
+use super::scenario::{self, PickerName};
+
+/// The scenario run when `--scenario` is absent.
+pub const DEFAULT_SCENARIO: &str = "steady-capacity";
+
+/// What `--help` prints.
+pub const USAGE: &str = "\
+usage: cargo lab [FLAGS]
+
+  --scenario NAME|FILE   a shipped scenario or a TOML file (default: steady-capacity)
+  --sim                  simulated time, in-process backends (fast, reproducible)
+  --duration DUR         per-picker run time, e.g. 20s (overrides the scenario)
+  --pickers a,b,...      pickers to compare (overrides the scenario)
+  --peers nginx,haproxy  central proxies in front of the same backends, one row
+                         per policy (http mode; nginx:least_conn for one policy;
+                         none for no peers; overrides the scenario)
+  --utilization U[,U..]  open-loop scenarios: arrivals at this share of the
+                         backends' capacity; several levels make a sweep (one
+                         table per level, and p99 against load in the report)
+  --json FILE            write every number to FILE, and a chart next to it (.svg)
+  --report FILE|none     the report page (tables and charts, HTML; default
+                         lab-SCENARIO.html here); none writes no page
+  --seed N               seed of every random number (default: the scenario's, else 1)
+  --warm-select          time a second pick made right after the one that
+                         decides (its result unused): selection with warm
+                         caches; cursors of round robin pickers then advance
+                         twice per request, so read those rows' shares with care
+  --per-thread-load      each worker thread picks with its own view of the
+                         endpoints' load (Builder::per_thread_load; http
+                         mode: the sim runs on one thread)
+  --quiet                no progress line
+  --help                 this text
+
+In http mode (without --sim) Prometheus metrics are served while the lab
+runs, at the address printed at the start (metrics: http://127.0.0.1:PORT/metrics).";
+
+/// Parsed command line.
+#[derive(Debug, Clone)]
+pub struct Args {
+    /// `--scenario`.
+    pub scenario: String,
+    /// Run options.
+    pub opts: Options,
+    /// `--json`.
+    pub json: Option<PathBuf>,
+    /// `--utilization`: the open loop's levels (several: a sweep).
+    pub levels: Vec<f64>,
+    /// `--report`: where the report page goes (`None`: nowhere); absent:
+    /// `lab-SCENARIO.html` in the working directory.
+    pub report: Option<Option<PathBuf>>,
+}
+
+/// Parses the flags; `Ok(None)` means `--help`.
+pub fn parse(args: &[String]) -> Result<Option<Args>, LabError> {
+    let mut a = Args {
+        scenario: DEFAULT_SCENARIO.to_string(),
+        opts: Options::default(),
+        json: None,
+        levels: Vec::new(),
+        report: None,
+    };
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let (flag, inline) = match flag.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (flag.as_str(), None),
+        };
+        let mut value = |name: &str| {
+            inline
+                .clone()
+                .or_else(|| it.next().cloned())
+                .ok_or_else(|| LabError::input(format!("{name}: needs a value")))
+        };
+        match flag {
+            "--help" | "-h" => return Ok(None),
+            "--sim" => a.opts.sim = true,
+            "--quiet" | "-q" => a.opts.quiet = true,
+            "--warm-select" => a.opts.warm_select = true,
+            "--per-thread-load" => a.opts.per_thread_load = true,
+            "--utilization" => {
+                let v = value(flag)?;
+                let mut levels = Vec::new();
+                for x in v.split(',').filter(|s| !s.trim().is_empty()) {
+                    let u: f64 = x.trim().parse().map_err(|_| {
+                        LabError::input(format!("--utilization: \"{x}\" is not a number"))
+                    })?;
+                    scenario::check_utilization(u)
+                        .map_err(|e| LabError::input(format!("--utilization: {e}")))?;
+                    levels.push(u);
+                }
+                if levels.is_empty() {
+                    return Err(LabError::input("--utilization: list at least one level"));
+                }
+                a.levels = levels;
+            }
+            "--scenario" => a.scenario = value(flag)?,
+            "--json" => a.json = Some(PathBuf::from(value(flag)?)),
+            "--report" => {
+                let v = value(flag)?;
+                a.report = Some((v != "none").then(|| PathBuf::from(v)));
+            }
+            "--duration" => {
+                let v = value(flag)?;
+                let d = scenario::parse_duration(&v)
+                    .map_err(|e| LabError::input(format!("--duration: {e}")))?;
+                if d.is_zero() {
+                    return Err(LabError::input("--duration: must be > 0"));
+                }
+                a.opts.duration = Some(d);
+            }
+            "--seed" => {
+                let v = value(flag)?;
+                a.opts.seed = Some(v.parse().map_err(|_| {
+                    LabError::input(format!("--seed: \"{v}\" is not an integer in 0..2^64"))
+                })?);
+            }
+            "--pickers" => {
+                let v = value(flag)?;
+                let list = v
+                    .split(',')
+                    .filter(|s| !s.trim().is_empty())
+                    .map(|s| s.trim().parse::<PickerName>())
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| LabError::input(format!("--pickers: {e}")))?;
+                if list.is_empty() {
+                    return Err(LabError::input("--pickers: list at least one picker"));
+                }
+                a.opts.pickers = Some(list);
+            }
+            "--peers" => {
+                let v = value(flag)?;
+                let list =
+                    peers::parse_list(&v).map_err(|e| LabError::input(format!("--peers: {e}")))?;
+                a.opts.peers = Some(list);
+            }
+            other => {
+                return Err(LabError::input(format!(
+                    "unknown flag \"{other}\"\n\n{USAGE}"
+                )));
+            }
+        }
+    }
+    Ok(Some(a))
+}

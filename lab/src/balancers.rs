@@ -1,0 +1,206 @@
+//! A picker's row: the scenario's client balancers built with tower-lb (one
+//! per `load.clients`, each with its own retry layer and budget, as each
+//! caller replica would have), and what they know at the row's end.
+
+use std::sync::Arc;
+
+use tower_lb::Balance;
+use tower_lb::breaker::State as BreakerState;
+use tower_lb::http::Classifier;
+use tower_lb::metrics::Metrics;
+use tower_lb::outlier::EjectionReason;
+use tower_lb::pick::Pick;
+use tower_lb::retry::RetryLayer;
+
+use super::driver::Ctx;
+use super::endpoint::{Endpoint, LabRequest, Parts, Target};
+use super::error::LabError;
+use super::random::sub_seed;
+use super::record::Recorder;
+use super::scenario::RetrySpec;
+
+/// The client balancers of one row.
+pub type Lb<P> = Balance<usize, Endpoint, P, Classifier>;
+
+/// One row's client balancers, and their retry layers when the scenario
+/// has one.
+pub struct Clients<P: tower_lb::pick::Picker> {
+    /// One balancer per client.
+    pub lbs: Vec<Lb<P>>,
+    /// One retry layer (and budget) per client.
+    pub retries: Option<Vec<RetryLayer>>,
+}
+
+/// What the balancers know at the row's end, summed over clients where
+/// per backend.
+pub struct EndStats {
+    /// `picks[c][b]`: client `c`'s picks of backend `b`.
+    pub picks: Vec<Vec<u64>>,
+    /// Requests in flight per backend.
+    pub in_flight: Vec<usize>,
+    /// Outlier ejections per backend.
+    pub ejections: Vec<u64>,
+    /// Breaker openings per backend.
+    pub opens: Vec<u64>,
+}
+
+/// Builds the scenario's client balancers with `make`'s picker over
+/// `targets`, and their retry layers when the scenario has one.
+pub fn build<P, F>(
+    ctx: &Ctx<'_>,
+    label: &str,
+    weighted: bool,
+    targets: &[Target],
+    rec: &Arc<Recorder>,
+    make: F,
+) -> Result<Clients<P>, LabError>
+where
+    P: Pick<LabRequest>,
+    F: Fn() -> P,
+{
+    let sc = ctx.sc;
+    let clients = sc.load.clients;
+    let retries = match &sc.resilience.retry {
+        Some(spec) => Some(
+            (0..clients)
+                .map(|_| retry_layer(spec))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| LabError::input(format!("[resilience.retry]: {e}")))?,
+        ),
+        None => None,
+    };
+    let res = &sc.resilience;
+    let bad = |(field, problem): (String, String)| {
+        LabError::input(format!("scenario {}: `{field}`: {problem}", sc.name))
+    };
+    let outlier = res
+        .outlier
+        .as_ref()
+        .map(|o| o.config())
+        .transpose()
+        .map_err(bad)?;
+    let names: Arc<[String]> = sc.backends.iter().map(|b| b.name.clone()).collect();
+    let mut lbs = Vec::with_capacity(clients as usize);
+    for c in 0..clients {
+        let mut b = Balance::builder()
+            .picker(make())
+            .classify(Classifier::new().track(ctx.track.track()))
+            .routing(sc.routing(ctx.variant, c))
+            .per_thread_load(ctx.per_thread);
+        // The sim repeats exactly with a seeded sequence. Over HTTP nothing
+        // repeats anyway (the wall clock decides), and a seeded sequence is
+        // one counter both worker threads write on every pick: there the
+        // balancer draws from thread-local generators, as in production.
+        if ctx.sim {
+            b = b.seed(sub_seed(ctx.seed, 2000 + u64::from(c)));
+        }
+        if let Some(spec) = &res.breaker {
+            b = b.circuit_breaker(
+                spec.config(sub_seed(ctx.seed, 4000 + u64::from(c)))
+                    .map_err(bad)?,
+            );
+        }
+        if let Some(o) = &outlier {
+            b = b.outlier_detection(o.clone());
+        }
+        if let Some(p) = res.panic_threshold {
+            b = b.panic_threshold(p);
+        }
+        if let (true, Some(a)) = (ctx.limited, &res.adaptive_concurrency) {
+            b = b.adaptive_concurrency(a.config().map_err(bad)?);
+        }
+        if let Some(exporter) = ctx.exporter {
+            let lb_name = if clients == 1 {
+                label.to_string()
+            } else {
+                format!("lab-{label}-{c}")
+            };
+            let mut m = Metrics::new(&exporter.meter(), lb_name);
+            if let Some(layers) = &retries {
+                m = m.retries(&layers[c as usize]);
+            }
+            let names = names.clone();
+            b = b.metrics_with(m, move |&i: &usize| {
+                names.get(i).cloned().unwrap_or_else(|| i.to_string())
+            });
+        }
+        let given = sc.given(ctx.variant, ctx.seed, c);
+        for (i, (t, spec)) in targets.iter().zip(&sc.backends).enumerate() {
+            if !given[i] {
+                continue;
+            }
+            let ep = Endpoint::new(Parts {
+                idx: i,
+                target: t.clone(),
+                overhead: sc.load.overhead.0 + sc.rtt(c, i),
+                rec: rec.clone(),
+            });
+            let w = if weighted { spec.weight } else { 1.0 };
+            b = b.endpoint_with(i, ep, w, sc.meta(i));
+        }
+        // Load reports reach the endpoint's model through the classifier.
+        lbs.push(
+            b.build()
+                .map_err(|e| LabError::input(format!("scenario {}: {e}", sc.name)))?,
+        );
+    }
+    Ok(Clients { lbs, retries })
+}
+
+/// What `lbs` know now, for `n` backends.
+pub fn end_stats<P: tower_lb::pick::Picker>(lbs: &[Lb<P>], n: usize) -> EndStats {
+    let picks = lbs
+        .iter()
+        .map(|lb| {
+            let mut row = vec![0; n];
+            for (i, st) in lb.handle().endpoints() {
+                if let Some(x) = row.get_mut(i) {
+                    *x = st.picks();
+                }
+            }
+            row
+        })
+        .collect();
+    let mut s = EndStats {
+        picks,
+        in_flight: vec![0; n],
+        ejections: vec![0; n],
+        opens: vec![0; n],
+    };
+    for lb in lbs {
+        for (i, st) in lb.handle().endpoints() {
+            if let Some(x) = s.in_flight.get_mut(i) {
+                *x += st.in_flight();
+            }
+            if let Some(x) = s.ejections.get_mut(i) {
+                *x += EjectionReason::ALL
+                    .iter()
+                    .map(|&r| st.outlier().ejections(r))
+                    .sum::<u64>();
+            }
+            if let (Some(x), Some(b)) = (s.opens.get_mut(i), st.breaker()) {
+                *x += b.transitions_to(BreakerState::Open);
+            }
+        }
+    }
+    s
+}
+
+/// A retry layer classifying with the balancer's classifier (the default).
+fn retry_layer(spec: &RetrySpec) -> Result<RetryLayer, tower_lb::ConfigError> {
+    let mut b = RetryLayer::builder().max_attempts(spec.max_attempts);
+    if let Some(t) = spec.per_try_timeout {
+        b = b.per_try_timeout(t.0);
+    }
+    b.build()
+}
+
+/// The table's name of a picker's row: picker, tracking mode, limits.
+pub fn label(ctx: &Ctx<'_>, picker: &str) -> String {
+    let l = ctx.track.label(picker);
+    if ctx.limited {
+        format!("{l}+limits")
+    } else {
+        l
+    }
+}

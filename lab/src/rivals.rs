@@ -1,0 +1,170 @@
+//! The rivals: other Rust balancers as rows of the same table, over the same
+//! backends, arrivals and slowdowns, built the way their users build them.
+//!
+//! * `tower_p2c`: `tower::balance::p2c::Balance` over
+//!   `tower::load::PeakEwma` endpoints (default RTT 30 ms, decay 10 s:
+//!   linkerd2-proxy's values, and the open-loop model's), completion at the
+//!   response head (`CompleteOnResponse`). The balancer is not `Clone` and
+//!   picks in `poll_ready`, so tower users share it behind a `Buffer`; so
+//!   does the lab, one per client balancer.
+//! * `loadpace`: `loadpace-tower`'s `AdaptiveEndpoint`s (default
+//!   `EndpointConfig`) under the same P2C balancer and `Buffer`: P2C over
+//!   predicted completion cost, with per-endpoint pacing.
+//!
+//! They run bare: tower-lb's layers (`[resilience]`: retries, breakers,
+//! ejection) are tower-lb's, and the route step's variants (`[fleet]`) too.
+//! Their in-flight column is what the backends hold at the row's end, and
+//! they have no selection time (the pick happens in the buffer's task).
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use tower::balance::p2c::Balance;
+use tower::buffer::Buffer;
+use tower::discover::ServiceList;
+use tower::load::{CompleteOnResponse, PeakEwma};
+
+use super::driver::Ctx;
+use super::endpoint::{Endpoint, Parts, Target, targets};
+use super::error::LabError;
+use super::random::{Rng, sub_seed};
+use super::report::PickerReport;
+use super::traffic::Row;
+
+/// tower's PeakEwma default RTT in the lab (linkerd2-proxy's).
+pub const TOWER_DEFAULT_RTT: Duration = Duration::from_millis(30);
+/// tower's PeakEwma decay in the lab (linkerd2-proxy's, and tower-lb's).
+pub const TOWER_DECAY: Duration = Duration::from_secs(10);
+/// Requests a client's `Buffer` holds before its callers wait: far above
+/// what any scenario keeps in flight, so the buffer never refuses.
+const BUFFER: usize = 1 << 16;
+
+/// A rival balancer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Rival {
+    /// `tower::balance::p2c::Balance` over `tower::load::PeakEwma`.
+    TowerP2c,
+    /// `loadpace-tower` under tower's P2C balancer.
+    Loadpace,
+}
+
+impl Rival {
+    /// Every rival, in table order.
+    pub const ALL: [Rival; 2] = [Rival::TowerP2c, Rival::Loadpace];
+
+    /// The name in scenarios and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rival::TowerP2c => "tower_p2c",
+            Rival::Loadpace => "loadpace",
+        }
+    }
+
+    /// What runs, for the table's notes and the JSON.
+    pub fn what(self) -> String {
+        match self {
+            Rival::TowerP2c => format!(
+                "tower 0.5 p2c::Balance over load::PeakEwma (default RTT {:?}, decay {:?}) behind a Buffer",
+                TOWER_DEFAULT_RTT, TOWER_DECAY
+            ),
+            Rival::Loadpace => {
+                "loadpace-tower 0.1.0-rc.4 AdaptiveEndpoint (default config) under tower's p2c::Balance, behind a Buffer".into()
+            }
+        }
+    }
+}
+
+impl fmt::Display for Rival {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Rival {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        Rival::ALL.into_iter().find(|r| r.as_str() == s).ok_or(())
+    }
+}
+
+/// tower's generator trait over the lab's seeded one, so the sim repeats.
+struct Seeded(Rng);
+
+impl tower::util::rng::Rng for Seeded {
+    fn next_u64(&mut self) -> u64 {
+        self.0.next_u64()
+    }
+}
+
+/// Runs `rival` as a row.
+pub async fn run(
+    ctx: &Ctx<'_>,
+    rival: Rival,
+) -> Result<Result<PickerReport, &'static str>, LabError> {
+    let sc = ctx.sc;
+    let row = Row::new(sc, ctx.seed, ctx.duration, ctx.open, ctx.sim);
+    let (targets, _servers) = targets(ctx.sim, &row.backends).await?;
+    let endpoints = |c: u32| -> Vec<Endpoint> {
+        targets
+            .iter()
+            .enumerate()
+            .map(|(i, t)| endpoint(ctx, &row, c, i, t))
+            .collect()
+    };
+    let rng = |c: u32| Seeded(Rng::new(sub_seed(ctx.seed, 2000 + u64::from(c))));
+    let progress = ctx.progress(format!("{rival} (rival)"));
+    let users = sc.max_vus();
+    let clients = 0..sc.load.clients;
+    let traffic = match rival {
+        Rival::TowerP2c => {
+            let lbs: Vec<_> = clients
+                .map(|c| {
+                    let eps = endpoints(c).into_iter().map(|ep| {
+                        PeakEwma::new(
+                            ep,
+                            TOWER_DEFAULT_RTT,
+                            TOWER_DECAY.as_nanos() as f64,
+                            CompleteOnResponse::default(),
+                        )
+                    });
+                    let lb = Balance::from_rng(ServiceList::new(eps.collect::<Vec<_>>()), rng(c));
+                    Buffer::new(lb, BUFFER)
+                })
+                .collect();
+            row.start(users, lbs, progress)
+        }
+        Rival::Loadpace => {
+            let lbs: Vec<_> = clients
+                .map(|c| {
+                    let eps = endpoints(c).into_iter().map(|ep| {
+                        loadpace_tower::AdaptiveEndpoint::new(
+                            ep,
+                            loadpace::EndpointConfig::default(),
+                        )
+                    });
+                    let lb = Balance::from_rng(ServiceList::new(eps.collect::<Vec<_>>()), rng(c));
+                    Buffer::new(lb, BUFFER)
+                })
+                .collect();
+            row.start(users, lbs, progress)
+        }
+    };
+    tokio::time::sleep_until(row.plan.end).await;
+    let in_flight = row.backend_load();
+    traffic.finish().await;
+    let mut report = row.rec.finish(rival.as_str(), false, in_flight, false);
+    row.add_utilization(&mut report);
+    report.rival = Some(rival.what());
+    Ok(Ok(report))
+}
+
+/// Client `c`'s endpoint for backend `i`.
+fn endpoint(ctx: &Ctx<'_>, row: &Row, c: u32, i: usize, t: &Target) -> Endpoint {
+    Endpoint::new(Parts {
+        idx: i,
+        target: t.clone(),
+        overhead: ctx.sc.load.overhead.0 + ctx.sc.rtt(c, i),
+        rec: row.rec.clone(),
+    })
+}
