@@ -34,6 +34,10 @@
 //! * [`discover`] — endpoints from DNS (feature `dns`; TTLs and SRV with
 //!   `dns-hickory`), Kubernetes EndpointSlices (`kube`) and xDS EDS over ADS
 //!   (`xds`), all through one reconciler that keeps known endpoints' models.
+//! * [`probe`] — the probes of the [`pick::Prequal`] picker, sent by a
+//!   driver task through each endpoint's own service.
+//! * `server` (feature `http`) — the replica's side: a layer that counts
+//!   its requests in flight, reports its load (ORCA) and answers probes.
 //! * `metrics` (feature `metrics`; `prometheus` for the exposition) —
 //!   OpenTelemetry instruments read from the endpoint model.
 //!
@@ -80,10 +84,14 @@ pub mod metrics;
 pub mod orca;
 pub mod outlier;
 pub mod pick;
+pub mod probe;
 pub mod retry;
 mod rng;
 pub mod route;
 mod scope;
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+pub mod server;
 pub mod time;
 
 pub use balance::{Balance, Handle};

@@ -74,6 +74,15 @@ pub const HEADER: &str = "endpoint-load-metrics";
 /// The gRPC trailer (or header) carrying the binary report, base64 on the wire.
 pub const BIN_HEADER: &str = "endpoint-load-metrics-bin";
 
+/// The named metric of a server's requests in flight (RIF), as
+/// [`server`](crate::server) reports it and probing pickers read it.
+pub const RIF_METRIC: &str = "rif";
+
+/// The named metric of the latency, in milliseconds, a request arriving now
+/// can expect at the server's current RIF (Prequal's estimate: the median
+/// of recent latencies at that RIF).
+pub const LATENCY_METRIC: &str = "latency_ms";
+
 /// How long the model trusts an endpoint's last report by default: 3
 /// minutes, A58's `weight_expiration_period`. Past it, the endpoint counts
 /// as reporting nothing (A58 weighs it at the mean; `PeakEwma` drops the
@@ -131,6 +140,16 @@ impl LoadReport {
         } else {
             Err(ParseError::UnknownFormat)
         }
+    }
+
+    /// The report in TEXT form, as [`HEADER`] carries it
+    /// (`TEXT cpu_utilization=0.3, named_metrics.rif=3`): every value set,
+    /// in shortest round-trip decimals, so [`parse`](Self::parse) gives the
+    /// same report back. One allocation.
+    pub fn to_text(&self) -> String {
+        let mut out = String::with_capacity(128);
+        text::write(self, &mut out);
+        out
     }
 
     /// Base64 of the binary message (a BIN header, the `-bin` trailer).

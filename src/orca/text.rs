@@ -40,9 +40,50 @@ pub(super) fn parse(entries: &str) -> LoadReport {
     report
 }
 
+/// Writes `r` in the TEXT form `parse` reads (with its `TEXT ` prefix):
+/// every field present, then the named metrics, in the order they were set.
+/// Shortest round-trip decimals, so the text parses back to the same values.
+pub(super) fn write(r: &LoadReport, out: &mut String) {
+    use std::fmt::Write as _;
+    out.push_str("TEXT ");
+    let mut sep = "";
+    let fields = [
+        ("cpu_utilization", r.cpu_utilization()),
+        ("mem_utilization", r.mem_utilization()),
+        ("application_utilization", r.application_utilization()),
+        ("rps_fractional", r.rps_fractional()),
+        ("eps", r.eps()),
+    ];
+    for (key, v) in fields {
+        if let Some(v) = v {
+            let _ = write!(out, "{sep}{key}={v}");
+            sep = ", ";
+        }
+    }
+    for (name, v) in r.named_metrics().iter() {
+        let _ = write!(out, "{sep}{NAMED}{name}={v}");
+        sep = ", ";
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn written_text_parses_back_to_the_same_report() {
+        let r = LoadReport::new()
+            .with_cpu_utilization(0.25)
+            .with_application_utilization(1.5)
+            .with_rps_fractional(120.5)
+            .with_eps(0.1)
+            .with_named_metric("rif", 3.0)
+            .with_named_metric("latency_ms", 12.345);
+        let text = r.to_text();
+        assert!(text.starts_with("TEXT cpu_utilization=0.25, "), "{text}");
+        assert_eq!(LoadReport::parse(&text), Ok(r));
+        assert_eq!(LoadReport::new().to_text(), "TEXT ");
+    }
 
     #[test]
     fn the_documented_example_gives_exact_values() {
