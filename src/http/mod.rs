@@ -67,6 +67,7 @@ mod classify;
 pub use crate::discover::dns;
 mod hyper;
 mod key;
+mod load_probe;
 mod named;
 mod origin;
 mod probe;
@@ -82,6 +83,7 @@ use std::collections::HashSet;
 pub use body::{EndOfStream, KeepHead, Track, TrackBody};
 pub use classify::{Classifier, ClassifyError, ClientErrors, ErrorHook, parse_retry_after};
 pub use key::{ClientIp, ConnectInfo, ForwardedFor, Header, Hop, Path, client_ip, first_hop};
+pub use load_probe::LoadProbe;
 #[cfg(all(feature = "grpc", feature = "rustls"))]
 pub(crate) use named::server_name;
 pub use named::{

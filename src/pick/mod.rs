@@ -32,6 +32,7 @@
 //! | [`KeyHash`] | `hash(key) mod n`: request affinity, not consistent (the published study's IP hash) |
 //! | [`RingHash`] | ketama-style ring, points per weight unit, optional bounded load |
 //! | [`Maglev`] | prime-sized lookup table, O(1), optional bounded load |
+//! | [`Prequal`] | probes random endpoints for requests in flight and expected latency; the lowest latency among the cold (RIF under a quantile), else the lowest RIF (needs [`probe::spawn`](crate::probe::spawn) and servers that answer probes) |
 
 mod best_of;
 pub mod hash;
@@ -42,6 +43,7 @@ mod orca_round_robin;
 mod p2c_least_in_flight;
 mod peak_ewma;
 mod pool;
+pub mod prequal;
 mod random;
 mod registry;
 mod round_robin;
@@ -65,6 +67,7 @@ pub use orca_round_robin::{
 pub use p2c_least_in_flight::P2cLeastInFlight;
 pub use peak_ewma::PeakEwma;
 pub use pool::Pool;
+pub use prequal::{Prequal, Probing};
 pub use random::Random;
 pub use registry::{AnyPicker, AnyTable, NAMES};
 pub use round_robin::RoundRobin;

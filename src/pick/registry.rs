@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use super::hash::{HashTable, MaglevTable, Ring};
 use super::key::RequestKey;
+use super::prequal::{PrequalTable, ProbePool, Probing};
 use super::weighted_round_robin::Schedule;
 use super::{
     KeyHash, LeastInFlight, LeastResponseTime, Maglev, OrcaRoundRobin, P2cLeastInFlight, PeakEwma,
-    Pick, Picker, Pool, Random, RingHash, RoundRobin, WeightTable, WeightedRoundRobin,
+    Pick, Picker, Pool, Prequal, Random, RingHash, RoundRobin, WeightTable, WeightedRoundRobin,
 };
 use crate::endpoint::EndpointState;
 use crate::error::ConfigError;
@@ -92,6 +93,16 @@ macro_rules! registry {
             }
         }
 
+        impl<E: Send + Sync + 'static> Probing for AnyPicker<E> {
+            fn probe_pool(&self) -> Option<&Arc<ProbePool>> {
+                match self {
+                    AnyPicker::Prequal(p) => p.probe_pool(),
+                    #[allow(unreachable_patterns)]
+                    _ => None,
+                }
+            }
+        }
+
         impl<Req, E: RequestKey<Req>> Pick<Req> for AnyPicker<E> {
             #[inline]
             fn pick(&self, req: &Req, pool: &Pool<'_, AnyTable>) -> Option<usize> {
@@ -127,6 +138,7 @@ registry! {
     "peak_ewma" => PeakEwma(PeakEwma, ()) = |_key| PeakEwma::default();
     "peak_ewma_orca" => PeakEwmaOrca(PeakEwma, ()) = |_key| PeakEwma::default().utilization(true);
     "orca_round_robin" => OrcaRoundRobin(OrcaRoundRobin, WeightTable) = |_key| OrcaRoundRobin::new();
+    "prequal" => Prequal(Prequal, PrequalTable<()>) = |_key| Prequal::new();
     "key_hash" => KeyHash(KeyHash<E>, HashTable<(), ()>) = |key| KeyHash::new(key);
     "ring_hash" => RingHash(RingHash<E>, HashTable<Ring, ()>) = |key| RingHash::new(key);
     "maglev" => Maglev(Maglev<E>, HashTable<MaglevTable, ()>) = |key| Maglev::new(key);

@@ -41,8 +41,9 @@ pub enum Reply {
 
 type Script = Arc<dyn Fn(usize) -> Reply + Send + Sync>;
 
+/// The echo service, to add to a server of the test's own.
 #[derive(Clone)]
-struct Echoes {
+pub struct Echoes {
     name: &'static str,
     script: Script,
     calls: Arc<AtomicUsize>,
@@ -58,6 +59,19 @@ pub struct Server {
     pub calls: Arc<AtomicUsize>,
     pub timeouts: Timeouts,
     pub origin: String,
+}
+
+/// The echo service named `name`, whose calls follow `script`.
+pub fn echoes(
+    name: &'static str,
+    script: impl Fn(usize) -> Reply + Send + Sync + 'static,
+) -> Echoes {
+    Echoes {
+        name,
+        script: Arc::new(script),
+        calls: Arc::default(),
+        timeouts: Timeouts::default(),
+    }
 }
 
 /// Starts a server named `name` on 127.0.0.1 whose calls follow `script`.
