@@ -10,7 +10,6 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use super::load::{Meter, report_text};
 use super::random::{Delay, Rng};
 use super::scenario::{BackendSpec, EventSpec, Slowdown};
 use super::timer::Timer;
@@ -52,8 +51,6 @@ pub struct Backend {
     active: AtomicUsize,
     /// Requests waiting for a worker.
     waiting: AtomicUsize,
-    /// Answers per second, for load reports.
-    meter: Meter,
     /// Whether answers carry a load report.
     reports: bool,
     /// Its slowdown factor per step, if the scenario slows it down.
@@ -146,7 +143,6 @@ impl Backend {
             rng: Mutex::new(Rng::new(seed)),
             active: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
-            meter: Meter::new(start),
             reports: spec.reports,
             slowdown,
             window,
@@ -229,7 +225,6 @@ impl Backend {
         let fail = c.error_rate > 0.0 && self.draw(|rng| rng.unit() < c.error_rate);
         if fail && let Some(d) = c.error_delay {
             tokio::time::sleep(d).await;
-            self.meter.record(Instant::now(), true);
             return (Answer::Status(c.status), None);
         }
         let permit = match &self.workers {
@@ -249,7 +244,6 @@ impl Backend {
         let (wake, end) = self.timer.deadline(d, |p| self.draw(|rng| rng.unit() < p));
         tokio::time::sleep_until(wake).await;
         self.timer.woke(end);
-        self.meter.record(Instant::now(), fail);
         if fail {
             return (Answer::Status(c.status), None);
         }
@@ -261,15 +255,14 @@ impl Backend {
         (Answer::Status(200), hold)
     }
 
-    /// The load report an answer sent at `now` carries, when the backend
-    /// reports (see [`super::load`]).
-    pub fn load_report(&self, now: Instant) -> Option<String> {
-        if !self.reports {
-            return None;
-        }
-        let (busy, waiting) = self.load();
-        let workers = self.workers.as_ref().map(|(w, _)| *w);
-        Some(report_text(busy, waiting, workers, self.meter.rates(now)))
+    /// Whether its answers carry a load report (`reports = true`).
+    pub fn reports(&self) -> bool {
+        self.reports
+    }
+
+    /// Its worker limit, if any.
+    pub fn workers(&self) -> Option<usize> {
+        self.workers.as_ref().map(|(w, _)| *w)
     }
 
     /// Requests being served and waiting, right now.

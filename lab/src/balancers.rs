@@ -7,9 +7,11 @@ use std::sync::Arc;
 use tower_lb::Balance;
 use tower_lb::breaker::State as BreakerState;
 use tower_lb::http::Classifier;
+use tower_lb::http::LoadProbe;
 use tower_lb::metrics::Metrics;
 use tower_lb::outlier::EjectionReason;
-use tower_lb::pick::Pick;
+use tower_lb::pick::{Pick, Probing};
+use tower_lb::probe::{self, Probes};
 use tower_lb::retry::RetryLayer;
 
 use super::driver::Ctx;
@@ -17,18 +19,40 @@ use super::endpoint::{Endpoint, LabRequest, Parts, Target};
 use super::error::LabError;
 use super::random::sub_seed;
 use super::record::Recorder;
+use super::report::ProbeReport;
 use super::scenario::RetrySpec;
 
 /// The client balancers of one row.
 pub type Lb<P> = Balance<usize, Endpoint, P, Classifier>;
 
-/// One row's client balancers, and their retry layers when the scenario
-/// has one.
+/// One row's client balancers, their retry layers when the scenario has
+/// one, and their probe drivers when the picker probes.
 pub struct Clients<P: tower_lb::pick::Picker> {
     /// One balancer per client.
     pub lbs: Vec<Lb<P>>,
     /// One retry layer (and budget) per client.
     pub retries: Option<Vec<RetryLayer>>,
+    /// One probe driver per client (`prequal`), running while they live.
+    pub probes: Vec<Probes>,
+}
+
+impl<P: tower_lb::pick::Picker> Clients<P> {
+    /// Every client's probe counts, summed (`None` without probes).
+    pub fn probe_counts(&self) -> Option<ProbeReport> {
+        if self.probes.is_empty() {
+            return None;
+        }
+        let mut sum = ProbeReport::default();
+        for c in self.probes.iter().map(Probes::counts) {
+            sum.sent += c.sent;
+            sum.answered += c.answered;
+            sum.failed += c.failed;
+            sum.dropped += c.dropped;
+            sum.pooled += c.pooled;
+            sum.fallback += c.fallback;
+        }
+        Some(sum)
+    }
 }
 
 /// What the balancers know at the row's end, summed over clients where
@@ -55,7 +79,7 @@ pub fn build<P, F>(
     make: F,
 ) -> Result<Clients<P>, LabError>
 where
-    P: Pick<LabRequest>,
+    P: Pick<LabRequest> + Probing,
     F: Fn() -> P,
 {
     let sc = ctx.sc;
@@ -81,6 +105,7 @@ where
         .map_err(bad)?;
     let names: Arc<[String]> = sc.backends.iter().map(|b| b.name.clone()).collect();
     let mut lbs = Vec::with_capacity(clients as usize);
+    let mut probes = Vec::new();
     for c in 0..clients {
         let mut b = Balance::builder()
             .picker(make())
@@ -139,12 +164,23 @@ where
             b = b.endpoint_with(i, ep, w, sc.meta(i));
         }
         // Load reports reach the endpoint's model through the classifier.
-        lbs.push(
-            b.build()
-                .map_err(|e| LabError::input(format!("scenario {}: {e}", sc.name)))?,
-        );
+        let lb = b
+            .build()
+            .map_err(|e| LabError::input(format!("scenario {}: {e}", sc.name)))?;
+        // A probing picker's probes, through the endpoints' own services:
+        // the backends' server layer answers them.
+        if lb.picker().probe_pool().is_some() {
+            let p = probe::spawn(&lb, LoadProbe::http())
+                .map_err(|e| LabError::runtime(format!("probes: {e}")))?;
+            probes.push(p);
+        }
+        lbs.push(lb);
     }
-    Ok(Clients { lbs, retries })
+    Ok(Clients {
+        lbs,
+        retries,
+        probes,
+    })
 }
 
 /// What `lbs` know now, for `n` backends.

@@ -27,6 +27,13 @@ pub enum LabBody {
     Http(Incoming),
 }
 
+/// An empty body: what a probe's answer carries.
+impl Default for LabBody {
+    fn default() -> Self {
+        LabBody::Done
+    }
+}
+
 impl LabBody {
     /// A body for `hold` (`None`: done at once).
     pub fn held(hold: Option<Hold>) -> Self {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tower::Layer;
 use tower_lb::metrics::prometheus::Exporter;
-use tower_lb::pick::{self, Pick};
+use tower_lb::pick::{self, Pick, Probing};
 
 use super::backend::Backend;
 use super::balancers;
@@ -216,7 +216,7 @@ async fn run_picker(
 
 async fn run<P, F>(ctx: &Ctx<'_>, name: PickerName, make: F) -> Result<PickerReport, LabError>
 where
-    P: Pick<LabRequest>,
+    P: Pick<LabRequest> + Probing,
     F: Fn(&[Arc<Backend>]) -> P,
 {
     let sc = ctx.sc;
@@ -232,17 +232,17 @@ where
     // http mode: the servers run until the row ends.
     let (targets, _servers) = targets(ctx.sim, &row.backends).await?;
     let weighted = sc.weighted(name);
-    let balancers::Clients { lbs, retries } =
-        balancers::build(ctx, &label, weighted, &targets, &row.rec, || {
-            make(&row.backends)
-        })?;
+    let clients = balancers::build(ctx, &label, weighted, &targets, &row.rec, || {
+        make(&row.backends)
+    })?;
     let shown = match ctx.variant {
         Some(v) => format!("{label} [{}]", v.as_str()),
         None => label.clone(),
     };
     let progress = ctx.progress(shown);
     let users = sc.max_vus();
-    let traffic = match &retries {
+    let (lbs, retries) = (&clients.lbs, &clients.retries);
+    let traffic = match retries {
         Some(layers) => {
             let clients = lbs.iter().zip(layers).map(|(lb, l)| l.layer(lb.clone()));
             row.start(users, clients.collect(), progress)
@@ -261,11 +261,14 @@ where
         }
     }
     tokio::time::sleep_until(end).await;
-    let stats = balancers::end_stats(&lbs, n);
+    let stats = balancers::end_stats(lbs, n);
     traffic.finish().await;
     let mut report = row.rec.finish(&label, weighted, stats.in_flight, !ctx.sim);
     row.add_utilization(&mut report);
-    report.retries = retries.map(|ls| ls.iter().map(|l| l.stats().retries()).sum());
+    report.retries = retries
+        .as_ref()
+        .map(|ls| ls.iter().map(|l| l.stats().retries()).sum());
+    report.probes = clients.probe_counts();
     report.ejections = sc.resilience.outlier.is_some().then_some(stats.ejections);
     report.breaker_opens = sc.resilience.breaker.is_some().then_some(stats.opens);
     report.route = ctx.variant.map(|v| v.as_str().to_string());

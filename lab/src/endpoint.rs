@@ -1,6 +1,7 @@
 //! The per-endpoint service the balancer drives: in `--sim` a direct call
-//! into the backend model, in http mode a hyper-util client request whose
-//! URI authority is rewritten to the endpoint's address.
+//! into the backend's server stack ([`super::replica`]), in http mode a
+//! hyper-util client request whose URI authority is rewritten to the
+//! endpoint's address.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -14,18 +15,23 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use tower::Service;
+use tower::{Service, ServiceExt};
 
-use super::backend::{Answer, Backend, Hold};
+use super::backend::Backend;
 use super::body::LabBody;
 use super::error::LabError;
 use super::record::Recorder;
+use super::replica::{self, Served};
 use super::server::{self, Servers};
 
 /// What a virtual user sends.
 pub type LabRequest = http::Request<Empty<Bytes>>;
 /// What it gets back (the user reads the body to its end).
 pub type LabResponse = http::Response<LabBody>;
+
+/// A probe's round trip in `--sim` (`../shared/sim/openloop.py`'s 1 ms;
+/// over HTTP the loopback's own).
+pub const SIM_PROBE_RTT: Duration = Duration::from_millis(1);
 
 /// The request header that makes a request a stream: its value is how long
 /// the body streams, in milliseconds.
@@ -66,8 +72,8 @@ impl tower_lb::http::ClassifyError for EndpointError {}
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
 pub enum Target {
-    /// The backend model, called in process.
-    Sim(Arc<Backend>),
+    /// The backend's server stack, called in process.
+    Sim(Served),
     /// A backend's HTTP server.
     Http {
         /// Shared client (one connection pool for the run).
@@ -116,22 +122,27 @@ impl Service<LabRequest> for Endpoint {
 
     fn call(&mut self, mut req: LabRequest) -> BoxFuture {
         let parts = &*self.0;
-        parts.rec.pick(parts.idx);
+        // A probe is not a pick: the table counts requests.
+        let probe = req.headers().contains_key(tower_lb::server::PROBE_HEADER);
+        if !probe {
+            parts.rec.pick(parts.idx);
+        }
         let overhead = parts.overhead;
         match parts.target.clone() {
-            Target::Sim(backend) => Box::pin(async move {
-                let (answer, hold) = backend.serve(stream_hold(&req)).await;
-                // The report as the backend sends it, with its answer; the
-                // balancer's classifier reads it.
-                let report = backend.load_report(tokio::time::Instant::now());
-                if !overhead.is_zero() {
-                    tokio::time::sleep(overhead).await;
+            Target::Sim(served) => Box::pin(async move {
+                let out = served.oneshot(req).await;
+                // The network's share, after the answer: the scenario's
+                // overhead, and for a probe at least the open-loop model's
+                // round trip.
+                let wait = if probe {
+                    overhead.max(SIM_PROBE_RTT)
+                } else {
+                    overhead
+                };
+                if !wait.is_zero() {
+                    tokio::time::sleep(wait).await;
                 }
-                let mut out = respond(answer, hold)?;
-                if let Some(v) = report.and_then(|r| http::HeaderValue::try_from(r).ok()) {
-                    out.headers_mut().insert(tower_lb::orca::HEADER, v);
-                }
-                Ok(out)
+                out
             }),
             Target::Http { client, authority } => Box::pin(async move {
                 let streams = stream_hold(&req).is_some();
@@ -177,8 +188,11 @@ pub async fn targets(
     backends: &[Arc<Backend>],
 ) -> Result<(Vec<Target>, Option<Servers>), LabError> {
     if sim {
+        let served = backends.iter().enumerate();
         return Ok((
-            backends.iter().map(|b| Target::Sim(b.clone())).collect(),
+            served
+                .map(|(i, b)| Target::Sim(replica::served(i, b)))
+                .collect(),
             None,
         ));
     }
@@ -200,16 +214,4 @@ pub async fn targets(
         })
         .collect::<Result<_, _>>()?;
     Ok((t, Some(servers)))
-}
-
-fn respond(answer: Answer, hold: Option<Hold>) -> Result<LabResponse, EndpointError> {
-    match answer {
-        Answer::Down => Err(EndpointError("connection closed".into())),
-        Answer::Status(s) => {
-            let mut out = http::Response::new(LabBody::held(hold));
-            *out.status_mut() =
-                http::StatusCode::from_u16(s).map_err(|e| EndpointError(e.to_string()))?;
-            Ok(out)
-        }
-    }
 }

@@ -268,6 +268,7 @@ impl Recorder {
                 retries: None,
                 ejections: None,
                 breaker_opens: None,
+                probes: None,
                 select_ns: wall.then_some(round(select_ns, 1)),
                 rest_ns: wall.then_some(round(rest_ns, 1)),
                 select_ns_measured: select_ns,

@@ -93,6 +93,9 @@ pub struct PickerReport {
     /// Times each backend's circuit breaker opened, summed over the
     /// clients' balancers (`null` without `[resilience.breaker]`).
     pub breaker_opens: Option<Vec<u64>>,
+    /// A probing picker's probes, summed over the clients' balancers
+    /// (`null` for the others).
+    pub probes: Option<ProbeReport>,
     /// Mean wall-clock time of selection (the picker's `pick`, as the
     /// study's "algorithm duration"), in ns; `null` in `--sim` so that the
     /// JSON is exactly reproducible.
@@ -160,6 +163,23 @@ pub struct Latency {
     pub p999: f64,
     /// Maximum.
     pub max: f64,
+}
+
+/// A probing picker's probes over a row (`tower_lb::pick::prequal::ProbeCounts`).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct ProbeReport {
+    /// Probes sent.
+    pub sent: u64,
+    /// Answered with a usable report.
+    pub answered: u64,
+    /// Failed, timed out, or answered without a report.
+    pub failed: u64,
+    /// Owed but not sent (bounds, or more than there are endpoints).
+    pub dropped: u64,
+    /// Picks made from the answers.
+    pub pooled: u64,
+    /// Picks made by the fallback picker.
+    pub fallback: u64,
 }
 
 /// Open-loop arrivals of one row: intended against achieved.

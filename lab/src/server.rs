@@ -1,34 +1,25 @@
 //! http mode: one hyper 1 server per backend on 127.0.0.1 (ephemeral port),
-//! answering from the backend model. Every answer names its backend in
-//! [`BACKEND_HEADER`], so that rows through a proxy can attribute it.
+//! answering from the backend's server stack ([`super::replica`]). Every
+//! answer names its backend in [`BACKEND_HEADER`], so that rows through a
+//! proxy can attribute it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::{Either, Full};
+use http_body_util::Full;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tower_lb::metrics::prometheus::Exporter;
 
-use super::backend::{Answer, Backend};
-use super::body::LabBody;
-use super::endpoint::{EndpointError, stream_hold};
+use super::backend::Backend;
 use super::error::LabError;
-
-/// The response header naming the backend that answered.
-pub const BACKEND_HEADER: &str = "x-lab-backend";
-
-/// The [`BACKEND_HEADER`] value of backend `i` named `name`: the name, or
-/// `backend-<i+1>` when the name cannot be a header value.
-pub fn backend_tag(i: usize, name: &str) -> http::HeaderValue {
-    http::HeaderValue::from_str(name)
-        .or_else(|_| http::HeaderValue::from_str(&format!("backend-{}", i + 1)))
-        .unwrap_or_else(|_| http::HeaderValue::from_static("backend"))
-}
+use super::replica::{self, Served};
+pub use super::replica::{BACKEND_HEADER, backend_tag};
 
 /// Running servers; dropping this stops accepting connections.
 pub struct Servers {
@@ -75,15 +66,14 @@ pub fn serve(listeners: Vec<TcpListener>, backends: &[Arc<Backend>]) -> Result<S
             .local_addr()
             .map_err(|e| LabError::runtime(format!("no local address: {e}")))?;
         servers.addrs.push(addr);
-        let tag = backend_tag(i, b.name());
         servers
             .tasks
-            .push(tokio::spawn(accept(listener, b.clone(), tag)));
+            .push(tokio::spawn(accept(listener, replica::served(i, b))));
     }
     Ok(servers)
 }
 
-async fn accept(listener: TcpListener, backend: Arc<Backend>, tag: http::HeaderValue) {
+async fn accept(listener: TcpListener, served: Served) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             // Out of file descriptors or similar: back off, keep serving.
@@ -91,38 +81,10 @@ async fn accept(listener: TcpListener, backend: Arc<Backend>, tag: http::HeaderV
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let backend = backend.clone();
-        let tag = tag.clone();
+        // One server stack per backend, shared by its connections: one
+        // count of requests in flight.
+        let svc = TowerToHyperService::new(served.clone());
         tokio::spawn(async move {
-            let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                let backend = backend.clone();
-                let tag = tag.clone();
-                let stream = stream_hold(&req);
-                async move {
-                    match backend.serve(stream).await {
-                        // Down: an error makes hyper close the connection
-                        // without an answer, as a dead process would.
-                        (Answer::Down, _) => Err(EndpointError("down".into())),
-                        (Answer::Status(s), hold) => {
-                            let body = match hold {
-                                Some(h) => Either::Right(LabBody::held(Some(h))),
-                                None => Either::Left(Full::new(Bytes::from_static(b"ok"))),
-                            };
-                            let mut res = http::Response::new(body);
-                            *res.status_mut() = http::StatusCode::from_u16(s)
-                                .unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
-                            res.headers_mut().insert(BACKEND_HEADER, tag);
-                            let report = backend.load_report(tokio::time::Instant::now());
-                            if let Some(v) =
-                                report.and_then(|r| http::HeaderValue::try_from(r).ok())
-                            {
-                                res.headers_mut().insert(tower_lb::orca::HEADER, v);
-                            }
-                            Ok::<_, EndpointError>(res)
-                        }
-                    }
-                }
-            });
             let _ = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), svc)
                 .await;

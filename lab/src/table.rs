@@ -83,6 +83,18 @@ impl Report {
             if let Some(v) = &r.breaker_opens {
                 parts.push(format!("breaker opens {}", per_backend(v)));
             }
+            if let Some(p) = &r.probes {
+                let per = p.sent as f64 / r.requests.max(1) as f64;
+                let from = p.pooled as f64 / (p.pooled + p.fallback).max(1) as f64;
+                parts.push(format!(
+                    "probes {} sent ({per:.2} per request), {} answered, {} failed, {} dropped; {:.1}% of picks from their answers",
+                    p.sent,
+                    p.answered,
+                    p.failed,
+                    p.dropped,
+                    from * 100.0
+                ));
+            }
             if let Some(o) = &r.open {
                 parts.push(format!(
                     "arrivals {:.0}/s intended, {:.0}/s sent in the window, send lag p99 {:.2} ms (max {:.1}), {} unfinished",
