@@ -110,6 +110,57 @@ fn balance_path_does_not_allocate() {
     with_metrics();
 }
 
+/// The probing picker's selection from a pool of answers allocates nothing
+/// (its probes, sent by a driver task, are the probe calls' own).
+#[test]
+fn probing_selection_does_not_allocate() {
+    use tower_lb::pick::prequal::Answer;
+    let mut b = Balance::builder().picker(pick::Prequal::new()).seed(1);
+    for i in 0..16u32 {
+        b = b.endpoint(i, Noop);
+    }
+    let lb = b.build().unwrap();
+    let pool = std::sync::Arc::clone(lb.picker().pool());
+    let ids: Vec<u64> = lb
+        .handle()
+        .endpoints()
+        .iter()
+        .map(|(_, s)| s.id())
+        .collect();
+    let mut svc = lb.clone();
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut run = |n: u64| {
+        for i in 0..n {
+            // Three answers per request, as the driver would file them
+            // (fresh: an arrival time past now counts as age zero).
+            for k in [0, 5, 11] {
+                let e = ((i + k) % 16) as usize;
+                pool.insert(Answer {
+                    id: ids[e],
+                    hint: e,
+                    rif: ((i * 7 + k) % 5) as f64,
+                    latency_ns: 1e6,
+                    at_ns: u64::MAX,
+                    own: 0,
+                    uses: 0,
+                });
+            }
+            assert!(svc.poll_ready(&mut cx).is_ready());
+            let fut = pin!(svc.call(i));
+            assert!(matches!(fut.poll(&mut cx), Poll::Ready(Ok(v)) if v == i));
+        }
+    };
+    run(100);
+    let before = allocs();
+    run(10_000);
+    assert_eq!(allocs() - before, 0);
+    assert!(
+        lb.picker().counts().pooled >= 10_000,
+        "{:?}",
+        lb.picker().counts()
+    );
+}
+
 /// With per-thread load, every picker picks and records in its thread's
 /// lane without allocating.
 #[test]

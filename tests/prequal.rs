@@ -14,6 +14,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
 use tower::{Layer, ServiceExt, service_fn};
+use tower_lb::metrics::Metrics;
+use tower_lb::metrics::prometheus::Exporter;
 use tower_lb::pick::Prequal;
 use tower_lb::server::ServerLoad;
 use tower_lb::{grpc, http, probe};
@@ -50,17 +52,16 @@ async fn http_probes_are_answered_and_picks_come_from_them() {
     let (fast, fast_load) = replica(Duration::from_millis(1)).await;
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
     let origins = [format!("http://{slow}"), format!("http://{fast}")];
+    let exporter = Exporter::new().unwrap();
     let lb = http::balance(client, origins.iter().map(String::as_str))
         .unwrap()
         .picker(Prequal::new())
+        .metrics(Metrics::new(&exporter.meter(), "probing"))
         .build()
         .unwrap();
     let probes = probe::spawn(&lb, http::LoadProbe::http()).unwrap();
-    for k in 0..200 {
+    for _ in 0..200 {
         let req = ::http::Request::get("/").body(Empty::new()).unwrap();
-        if k % 20 == 0 {
-            eprintln!("{k}: {:?}", lb.picker().pool().answers());
-        }
         let res = lb.clone().oneshot(req).await.unwrap();
         res.into_body().collect().await.unwrap();
     }
@@ -78,6 +79,27 @@ async fn http_probes_are_answered_and_picks_come_from_them() {
     assert!(served[1] > 3 * served[0], "{served:?} {c:?}");
     // The probes were not requests: the fast replica served what was sent.
     assert_eq!(fast_load.in_flight(), 0);
+    // Counted in the metrics, as the driver counted them (stopped first,
+    // so that nothing moves between the two readings).
+    drop(probes);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let text = exporter.render().unwrap();
+    let line = |name: &str, label: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name) && l.contains(label))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no {name} {label} in\n{text}"))
+    };
+    let c = lb.picker().counts();
+    assert_eq!(
+        line("lb_probes_total", "result=\"answered\""),
+        c.answered as f64
+    );
+    assert_eq!(line("lb_probes_total", "result=\"sent\""), c.sent as f64);
+    assert_eq!(
+        line("lb_probe_picks_total", "source=\"pool\""),
+        c.pooled as f64
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

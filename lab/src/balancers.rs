@@ -10,7 +10,7 @@ use tower_lb::http::Classifier;
 use tower_lb::http::LoadProbe;
 use tower_lb::metrics::Metrics;
 use tower_lb::outlier::EjectionReason;
-use tower_lb::pick::{Pick, Probing};
+use tower_lb::pick::Pick;
 use tower_lb::probe::{self, Probes};
 use tower_lb::retry::RetryLayer;
 
@@ -79,7 +79,7 @@ pub fn build<P, F>(
     make: F,
 ) -> Result<Clients<P>, LabError>
 where
-    P: Pick<LabRequest> + Probing,
+    P: Pick<LabRequest>,
     F: Fn() -> P,
 {
     let sc = ctx.sc;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tower::Layer;
 use tower_lb::metrics::prometheus::Exporter;
-use tower_lb::pick::{self, Pick, Probing};
+use tower_lb::pick::{self, Pick};
 
 use super::backend::Backend;
 use super::balancers;
@@ -216,7 +216,7 @@ async fn run_picker(
 
 async fn run<P, F>(ctx: &Ctx<'_>, name: PickerName, make: F) -> Result<PickerReport, LabError>
 where
-    P: Pick<LabRequest> + Probing,
+    P: Pick<LabRequest>,
     F: Fn(&[Arc<Backend>]) -> P,
 {
     let sc = ctx.sc;

@@ -7,8 +7,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 use tower_lb::endpoint::EndpointState;
-use tower_lb::pick::prequal::ProbePool;
-use tower_lb::pick::{Pick, Picker, Pool, Probing};
+use tower_lb::pick::{Pick, Picker, Pool};
 
 use super::backend::Backend;
 
@@ -34,12 +33,6 @@ impl Picker for Oracle {
         "oracle"
     }
     fn table(&self, _: &[Arc<EndpointState>]) {}
-}
-
-impl Probing for Oracle {
-    fn probe_pool(&self) -> Option<&Arc<ProbePool>> {
-        None
-    }
 }
 
 impl<Req> Pick<Req> for Oracle {

@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use tower_lb::endpoint::EndpointState;
 use tower_lb::pick::prequal::ProbePool;
-use tower_lb::pick::{Pick, Picker, Pool, Probing};
+use tower_lb::pick::{Pick, Picker, Pool};
 
 /// `--warm-select`: time a second pick made right after the deciding one.
 static WARM: AtomicBool = AtomicBool::new(false);
@@ -53,9 +53,6 @@ impl<P: Picker> Picker for Timed<P> {
     fn validate(&self) -> Result<(), tower_lb::ConfigError> {
         self.0.validate()
     }
-}
-
-impl<P: Probing> Probing for Timed<P> {
     fn probe_pool(&self) -> Option<&Arc<ProbePool>> {
         self.0.probe_pool()
     }

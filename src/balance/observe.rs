@@ -39,6 +39,8 @@ pub(crate) struct Built<'a> {
     /// The picker's name.
     pub(crate) algorithm: &'static str,
     pub(crate) health: &'a Arc<Health>,
+    /// A probing picker's pool (its probe counts).
+    pub(crate) probes: Option<&'a Arc<crate::pick::prequal::ProbePool>>,
 }
 
 /// Makes the observer once the balancer's parts exist.

@@ -19,6 +19,7 @@ use crate::endpoint::{EndpointMeta, EndpointObserver, EndpointState};
 use crate::error::Refusal;
 use crate::health::{CHECK, EJECTED, Health};
 use crate::outlier::EjectionReason;
+use crate::pick::prequal::ProbePool;
 
 /// Instruments and live state of one balancer's metrics.
 pub(crate) struct BalanceMetrics {
@@ -34,6 +35,8 @@ pub(crate) struct BalanceMetrics {
     pool: ArcSwap<Vec<(Arc<EndpointState>, Arc<Slot>)>>,
     health: Weak<Health>,
     retries: Vec<RetrySource>,
+    /// A probing picker's counts.
+    probes: Option<Arc<ProbePool>>,
     /// Whether the duration histogram is bound per endpoint.
     bind: bool,
 }
@@ -72,9 +75,11 @@ impl BalanceMetrics {
             pool: ArcSwap::from_pointee(Vec::new()),
             health: Arc::downgrade(built.health),
             retries: cfg.retries.clone(),
+            probes: built.probes.cloned(),
             bind: cfg.bind,
         });
         register(meter, &this, built.health);
+        register_probes(meter, &this);
         this
     }
 }
@@ -355,6 +360,54 @@ fn register(meter: &Meter, m: &Arc<BalanceMetrics>, health: &Health) {
                 .build();
         }
     }
+}
+
+/// `lb.probes`: a probing picker's probes by result, and its picks by
+/// source, when the balancer's picker probes.
+fn register_probes(meter: &Meter, m: &Arc<BalanceMetrics>) {
+    let Some(pool) = &m.probes else { return };
+    let by = |key: &'static str, value: &'static str| {
+        let mut v = m.attrs.to_vec();
+        v.push(KeyValue::new(key, value));
+        v
+    };
+    let results: Vec<Vec<KeyValue>> = ["sent", "answered", "failed", "dropped"]
+        .into_iter()
+        .map(|r| by("result", r))
+        .collect();
+    let sources: Vec<Vec<KeyValue>> = ["pool", "fallback"]
+        .into_iter()
+        .map(|r| by("source", r))
+        .collect();
+    let p = Arc::downgrade(pool);
+    meter
+        .u64_observable_counter("lb.probes")
+        .with_unit("{probe}")
+        .with_description("Load probes of a probing picker, by result")
+        .with_callback(move |o| {
+            let Some(pool) = p.upgrade() else { return };
+            let c = pool.stats.counts();
+            for (n, attrs) in [c.sent, c.answered, c.failed, c.dropped]
+                .into_iter()
+                .zip(&results)
+            {
+                o.observe(n, attrs);
+            }
+        })
+        .build();
+    let p = Arc::downgrade(pool);
+    meter
+        .u64_observable_counter("lb.probe.picks")
+        .with_unit("{request}")
+        .with_description("Picks of a probing picker, from its probes' answers or its fallback")
+        .with_callback(move |o| {
+            let Some(pool) = p.upgrade() else { return };
+            let c = pool.stats.counts();
+            for (n, attrs) in [c.pooled, c.fallback].into_iter().zip(&sources) {
+                o.observe(n, attrs);
+            }
+        })
+        .build();
 }
 
 /// Index into [`HEALTH_STATES`](super::endpoint::HEALTH_STATES): draining

@@ -67,7 +67,7 @@ pub use orca_round_robin::{
 pub use p2c_least_in_flight::P2cLeastInFlight;
 pub use peak_ewma::PeakEwma;
 pub use pool::Pool;
-pub use prequal::{Prequal, Probing};
+pub use prequal::Prequal;
 pub use random::Random;
 pub use registry::{AnyPicker, AnyTable, NAMES};
 pub use round_robin::RoundRobin;
@@ -95,6 +95,14 @@ pub trait Picker: Send + Sync + 'static {
     /// naming the field, not a panic or a silent clamp. Setters never fail.
     fn validate(&self) -> Result<(), crate::ConfigError> {
         Ok(())
+    }
+
+    /// The pool a probing picker's answers go to
+    /// ([`Prequal`], filled by [`probe::spawn`](crate::probe::spawn));
+    /// `None` (the default) for pickers that take no probes. A picker that
+    /// wraps another passes it on.
+    fn probe_pool(&self) -> Option<&Arc<prequal::ProbePool>> {
+        None
     }
 }
 

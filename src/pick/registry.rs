@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::hash::{HashTable, MaglevTable, Ring};
 use super::key::RequestKey;
-use super::prequal::{PrequalTable, ProbePool, Probing};
+use super::prequal::{PrequalTable, ProbePool};
 use super::weighted_round_robin::Schedule;
 use super::{
     KeyHash, LeastInFlight, LeastResponseTime, Maglev, OrcaRoundRobin, P2cLeastInFlight, PeakEwma,
@@ -91,14 +91,10 @@ macro_rules! registry {
                     $(AnyPicker::$variant(p) => p.validate(),)*
                 }
             }
-        }
 
-        impl<E: Send + Sync + 'static> Probing for AnyPicker<E> {
             fn probe_pool(&self) -> Option<&Arc<ProbePool>> {
                 match self {
-                    AnyPicker::Prequal(p) => p.probe_pool(),
-                    #[allow(unreachable_patterns)]
-                    _ => None,
+                    $(AnyPicker::$variant(p) => p.probe_pool(),)*
                 }
             }
         }

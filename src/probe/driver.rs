@@ -12,7 +12,7 @@ use crate::endpoint::Model;
 use crate::error::ConfigError;
 use crate::orca::{LATENCY_METRIC, LoadReport, RIF_METRIC};
 use crate::pick::Picker;
-use crate::pick::prequal::{Answer, ProbePool, ProbeStats, Probing};
+use crate::pick::prequal::{Answer, ProbePool, ProbeStats};
 use crate::rng::below;
 
 /// How often an idle driver checks that its balancer still exists.
@@ -65,7 +65,7 @@ pub fn spawn<K, S, P, C, Pr>(lb: &Balance<K, S, P, C>, prober: Pr) -> Result<Pro
 where
     K: Clone + Send + Sync + 'static,
     S: Clone + Send + Sync + 'static,
-    P: Probing,
+    P: Picker,
     C: Send + Sync + 'static,
     Pr: Prober<K, S>,
 {

@@ -61,6 +61,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             make(&Built {
                 algorithm: self.picker.name(),
                 health: &health,
+                probes: self.picker.probe_pool(),
             })
         });
         let router = Arc::new(Router::new(

@@ -321,6 +321,10 @@ impl<P: Picker> Picker for Prequal<P> {
         }
         Ok(())
     }
+
+    fn probe_pool(&self) -> Option<&Arc<ProbePool>> {
+        Some(&self.pool)
+    }
 }
 
 impl<Req, P: Pick<Req>> Pick<Req> for Prequal<P> {
@@ -353,18 +357,5 @@ impl<Req, P: Pick<Req>> Pick<Req> for Prequal<P> {
 
     fn affinity(&self, req: &Req) -> Option<u64> {
         self.fallback.affinity(req)
-    }
-}
-
-/// A picker that takes probe answers: what [`probe::spawn`](crate::probe::spawn)
-/// needs of the balancer's picker.
-pub trait Probing: Picker {
-    /// The pool the probes' answers go to, if this picker probes.
-    fn probe_pool(&self) -> Option<&Arc<ProbePool>>;
-}
-
-impl<P: Picker> Probing for Prequal<P> {
-    fn probe_pool(&self) -> Option<&Arc<ProbePool>> {
-        Some(&self.pool)
     }
 }
