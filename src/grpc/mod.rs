@@ -66,8 +66,8 @@ use crate::{Balance, ConfigError};
 ///
 /// # Errors
 ///
-/// An origin that does not parse (field `origins`), a duplicate, or no
-/// tokio runtime (field `runtime`).
+/// A [`ConfigError`] on `origins` for an origin that does not parse or
+/// repeats an earlier one, or on `runtime` outside a tokio runtime.
 pub fn balance<I>(origins: I) -> Result<Builder<Origin, Channel, PeakEwma, Classifier>, ConfigError>
 where
     I: IntoIterator,
@@ -83,7 +83,10 @@ where
     let mut b = Balance::builder()
         .classify(Classifier::new())
         .labels(Origin::to_string);
-    for origin in crate::http::origins(origins)? {
+    // `http::origins` names its field `authority`, after `http::balance`'s
+    // parameter; here the parameter, and the documented field, is `origins`.
+    let origins = crate::http::origins(origins).map_err(|e| e.on_field("origins"))?;
+    for origin in origins {
         let endpoint = Endpoint::from_shared(origin.to_string()).map_err(|_| {
             ConfigError::new(
                 "origins",
