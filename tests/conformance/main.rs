@@ -12,3 +12,4 @@
 //! that asserts each and its tolerance.
 
 mod recovery;
+mod reports;
