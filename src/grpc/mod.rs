@@ -12,6 +12,8 @@
 //!   A6 (retryable codes, `grpc-retry-pushback-ms`).
 //! * [`balance`]: a builder over channels made from `http://host:port`
 //!   origins (tonic's `Endpoint`, connected lazily), with that classifier.
+//! * [`GrpcHealthProbe`]: active health checks over `grpc.health.v1`
+//!   (`Check` or `Watch`, per service name), for [`check::spawn`](crate::check::spawn).
 //! * [`StatusLayer`]: the stack's errors as `tonic::Status` ([`IntoStatus`]):
 //!   an empty pool is `UNAVAILABLE`, a deadline `DEADLINE_EXCEEDED`.
 //! * With `rustls`, [`tls`]: channels per replica address that verify the
@@ -41,12 +43,14 @@
 //! ```
 
 mod classify;
+mod health;
 mod status;
 #[cfg(feature = "rustls")]
 #[cfg_attr(docsrs, doc(cfg(feature = "rustls")))]
 pub mod tls;
 
 pub use classify::{Classifier, PUSHBACK_HEADER, Trailers};
+pub use health::GrpcHealthProbe;
 pub use status::{IntoStatus, StatusFuture, StatusLayer, ToStatus};
 
 use tonic::transport::{Channel, Endpoint};
