@@ -61,7 +61,7 @@ pub(crate) use state::Birth;
 
 pub(crate) use ewma::{Idle, Rates, decay};
 pub(crate) use lanes::{Lane, current as current_lane, mask_for_cores};
-pub(crate) use limit::Cap;
+pub(crate) use limit::{Cap, CapCell};
 pub(crate) use view::View;
 
 use crate::breaker::Ticket;

@@ -11,5 +11,6 @@
 //! is about the wire. `docs/conformance.md` lists the promises, the test
 //! that asserts each and its tolerance.
 
+mod cap;
 mod recovery;
 mod reports;

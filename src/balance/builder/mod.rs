@@ -152,6 +152,8 @@ impl<K, S, P, C> Builder<K, S, P, C> {
 
     /// Caps the requests in flight on each endpoint (>= 1). Endpoints at the
     /// cap are skipped; when all are, calls fail with `Error::Overloaded`.
+    /// Change it at run time with
+    /// [`Handle::set_max_in_flight`](crate::Handle::set_max_in_flight).
     pub fn max_in_flight(mut self, cap: usize) -> Self {
         self.cfg.cap = Some(cap);
         self
