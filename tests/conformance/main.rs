@@ -11,6 +11,10 @@
 //! is about the wire. `docs/conformance.md` lists the promises, the test
 //! that asserts each and its tolerance.
 
+mod budget;
 mod cap;
+mod ejection;
+mod panic;
 mod recovery;
 mod reports;
+mod spread;
