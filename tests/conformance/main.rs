@@ -13,6 +13,7 @@
 
 mod budget;
 mod cap;
+mod churn;
 mod ejection;
 mod panic;
 mod recovery;
