@@ -19,3 +19,7 @@ mod panic;
 mod recovery;
 mod reports;
 mod spread;
+mod wire;
+
+#[path = "../support/backend.rs"]
+mod backend;
