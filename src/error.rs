@@ -40,6 +40,15 @@ impl ConfigError {
     pub fn allowed(&self) -> &'static str {
         self.allowed
     }
+
+    /// The same error reported on `field`: for an entry point that checks
+    /// its input with a helper whose own field name is not the one its
+    /// caller passed (`grpc::balance`'s `origins`).
+    #[cfg(feature = "grpc")]
+    pub(crate) fn on_field(mut self, field: &'static str) -> Self {
+        self.field = field;
+        self
+    }
 }
 
 impl fmt::Display for ConfigError {

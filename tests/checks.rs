@@ -220,3 +220,50 @@ fn checks_need_a_runtime() {
     .unwrap_err();
     assert_eq!(e.field(), "health_check");
 }
+
+/// An endpoint without traffic that fails its check is probed again after
+/// `interval`, not `no_traffic_interval`: it takes no traffic while it
+/// fails, so the longer wait would keep it out a minute after it recovers
+/// (the probe that failed it used to schedule the next one as for an idle
+/// passing endpoint).
+#[tokio::test(start_paused = true)]
+async fn an_idle_endpoint_that_fails_is_probed_again_at_the_interval() {
+    type Svc = tower::util::BoxCloneSyncService<(), (), Infallible>;
+    let svc = || Svc::new(tower::service_fn(|()| async { Ok::<_, Infallible>(()) }));
+    let lb = tower_lb::Balance::builder()
+        .endpoint("a", svc())
+        .endpoint("b", svc())
+        .build()
+        .unwrap();
+    let sick = Arc::new(AtomicBool::new(false));
+    let flag = sick.clone();
+    let probe = move |key: &&str, _svc: Svc| {
+        let failing = *key == "b" && flag.load(Ordering::Relaxed);
+        async move { if failing { Err("sick") } else { Ok(()) } }
+    };
+    let config = HealthCheck::builder()
+        .interval(Duration::from_secs(1))
+        .jitter(Duration::ZERO)
+        .unhealthy_threshold(1)
+        .healthy_threshold(1)
+        .no_traffic_interval(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let checks = check::spawn(&lb, config, probe).unwrap();
+    let b = lb
+        .handle()
+        .endpoints()
+        .into_iter()
+        .find(|(k, _)| *k == "b")
+        .map(|(_, s)| s)
+        .unwrap();
+    // No traffic: after the first round, b is probed every 60 s.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    sick.store(true, Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    assert!(b.is_failing_check());
+    sick.store(false, Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert!(!b.is_failing_check(), "still out 1.5 s after it recovered");
+    drop(checks);
+}

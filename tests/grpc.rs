@@ -351,3 +351,18 @@ async fn the_tonic_example_retries_opens_the_breaker_and_tracks_the_stream() {
     assert_eq!(demo.in_flight_while_streaming, 1);
     assert_eq!(demo.empty_pool, Code::Unavailable);
 }
+
+/// The documented field: every origin `grpc::balance` refuses (one that
+/// does not parse, one tonic refuses, a duplicate) is reported on
+/// `origins`, the name its docs give (issue 30, item 3).
+#[tokio::test]
+async fn a_bad_origin_is_reported_on_the_documented_field() {
+    for bad in [
+        vec![""],
+        vec!["10.0.0.1:8080"],
+        vec!["http://10.0.0.1:8080", "http://10.0.0.1:8080"],
+    ] {
+        let err = grpc::balance(bad.clone()).err().map(|e| e.field());
+        assert_eq!(err, Some("origins"), "{bad:?}");
+    }
+}

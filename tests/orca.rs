@@ -9,8 +9,6 @@ use std::time::Duration;
 use proptest::prelude::*;
 use tower::{Service, ServiceExt, service_fn};
 use tower_lb::Balance;
-use tower_lb::classify::Classify;
-use tower_lb::endpoint::Completion;
 use tower_lb::orca::{LoadReport, MAX_NAMED_METRICS, ParseError};
 use tower_lb::pick::{OrcaRoundRobin, PeakEwma};
 
@@ -483,19 +481,6 @@ async fn the_http_classifier_feeds_the_endpoint_that_answered() {
         assert_eq!(got, want_util, "{header}");
         assert_eq!(state.load_reports_malformed(), malformed, "{header}");
     }
-}
-
-#[test]
-fn a_detached_completion_takes_a_report_without_effect() {
-    // Classifiers used outside a balancer see no endpoint: nothing happens.
-    let c = tower_lb::http::Classifier::new();
-    let mut res = http::Response::new(());
-    res.headers_mut().insert(
-        tower_lb::orca::HEADER,
-        http::HeaderValue::from_static("TEXT cpu_utilization=0.5"),
-    );
-    let done = Completion::detached(tower_lb::classify::Outcome::Success, Duration::ZERO);
-    let _ = Classify::<_, std::io::Error>::complete(&c, res, done);
 }
 
 // ------------------------------------------- PeakEwma's utilization term

@@ -49,6 +49,7 @@
 //! ```
 
 mod builder;
+mod cap;
 mod discover;
 mod future;
 mod handle;
@@ -192,7 +193,8 @@ pub(crate) struct Shared<K, S, P: Picker, C> {
     pub(crate) model: Arc<Model>,
     pub(crate) health: Arc<Health>,
     pub(crate) rng: RngSource,
-    pub(crate) cap: crate::endpoint::Cap,
+    /// The in-flight cap: fixed (settable at run time) and adaptive.
+    pub(crate) cap: crate::endpoint::CapCell,
     pub(crate) timeout: Option<Duration>,
     pub(crate) next_id: AtomicU64,
     pub(crate) labels: Option<Label<K>>,

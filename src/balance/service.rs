@@ -83,6 +83,8 @@ impl<K, S: Clone, P: Picker, C> Shared<K, S, P, C> {
         let avoid = scope::current_avoid();
         let avoid = avoid.as_ref().map_or(&[][..], |(ids, len)| &ids[..*len]);
         let lane = crate::endpoint::current_lane(self.model.lane_mask);
+        // Read once: a cap changed at run time applies from the next call.
+        let cap = self.cap.get();
         let mut pool = Pool {
             states: &snap.states,
             sampler: &snap.sampler,
@@ -91,7 +93,7 @@ impl<K, S: Clone, P: Picker, C> Shared<K, S, P, C> {
             now_ns,
             rates: self.model.rates,
             rng: &self.rng,
-            cap: self.cap,
+            cap,
             lane,
             avoid,
             route,
@@ -115,11 +117,11 @@ impl<K, S: Clone, P: Picker, C> Shared<K, S, P, C> {
             let (Some(state), Some(handle)) = (snap.states.get(i), snap.lane(i, lane)) else {
                 break;
             };
-            if let Some(guard) = self.health.admit(state, handle, self.cap, now, now_ns) {
+            if let Some(guard) = self.health.admit(state, handle, cap, now, now_ns) {
                 scope::report_pick(state.id());
                 return Ok((snap.entries[i].service.clone(), guard));
             }
         }
-        Err(self.health.explain(&snap.states, route, self.cap, now))
+        Err(self.health.explain(&snap.states, route, cap, now))
     }
 }

@@ -202,12 +202,6 @@ where
         let picks = state.picks();
         let idle = picks == track.picks;
         track.picks = picks;
-        let base = if idle && !track.failing {
-            cfg.no_traffic_interval
-        } else {
-            cfg.interval
-        };
-        track.next_at = crate::time::after(Instant::now(), base + jitter(cfg.jitter));
         match result {
             Ok(()) => {
                 track.fails = 0;
@@ -226,6 +220,15 @@ where
                 }
             }
         }
+        // After the flip: an endpoint this probe just failed takes no
+        // traffic, so it must not wait the no-traffic interval (60 s) for
+        // the probe that can bring it back.
+        let base = if idle && !track.failing {
+            cfg.no_traffic_interval
+        } else {
+            cfg.interval
+        };
+        track.next_at = crate::time::after(Instant::now(), base + jitter(cfg.jitter));
     }
 }
 

@@ -26,10 +26,12 @@
 //! are gone (checked at every round); it leaves no task behind.
 //!
 //! Probes: an HTTP request through the endpoint's own service
-//! ([`http::HttpProbe`](crate::http::HttpProbe), feature `http`), or any
+//! ([`http::HttpProbe`](crate::http::HttpProbe), feature `http`), the
+//! standard gRPC health service
+//! ([`grpc::GrpcHealthProbe`](crate::grpc::GrpcHealthProbe), feature
+//! `grpc`: `grpc.health.v1` `Check` or `Watch`, per service name), or any
 //! closure `Fn(&K, S) -> impl Future<Output = Result<(), E>>` given the
-//! endpoint's key and a clone of its service (a gRPC `grpc.health.v1`
-//! call, a TCP connect, ...).
+//! endpoint's key and a clone of its service (a TCP connect, ...).
 //!
 //! ```
 //! use std::time::Duration;

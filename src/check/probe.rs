@@ -14,7 +14,7 @@ pub type ProbeFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
 /// timeout fails; one that panics fails too (and only that probe).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot probe endpoints keyed `{K}` with services `{S}`",
-    note = "use `tower_lb::http::HttpProbe` for HTTP endpoints, or a closure `|key: &K, svc: S| async move {{ ... Ok::<(), E>(()) }}`"
+    note = "use `tower_lb::http::HttpProbe` for HTTP endpoints, `tower_lb::grpc::GrpcHealthProbe` for gRPC ones, or a closure `|key: &K, svc: S| async move {{ ... Ok::<(), E>(()) }}`"
 )]
 pub trait Probe<K, S>: Send + Sync + 'static {
     /// Starts one probe.

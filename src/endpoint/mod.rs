@@ -61,7 +61,7 @@ pub(crate) use state::Birth;
 
 pub(crate) use ewma::{Idle, Rates, decay};
 pub(crate) use lanes::{Lane, current as current_lane, mask_for_cores};
-pub(crate) use limit::Cap;
+pub(crate) use limit::{Cap, CapCell};
 pub(crate) use view::View;
 
 use crate::breaker::Ticket;
@@ -96,8 +96,9 @@ pub const DEFAULT_FAILURE_PENALTY: Duration = Duration::from_secs(1);
 
 /// Default time constant of the failure ratio: 2 s. Short, so that a replica
 /// that dies is avoided within a few failures and one that recovers (or is
-/// left alone) is probed again within seconds; a 10 s latency τ would keep a
-/// revived replica out for tens of seconds.
+/// left alone) is probed again within seconds (1.5 of it, 3 s, after its
+/// last failure; see [`Builder::failure_decay`](crate::balance::Builder::failure_decay));
+/// a 10 s latency τ would keep a revived replica out for tens of seconds.
 pub const DEFAULT_FAILURE_DECAY: Duration = Duration::from_secs(2);
 
 /// The longest `Retry-After` hint that is turned into a latency penalty: 30 s.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::EndpointState;
-use crate::orca::{LoadReport, ParseError};
+use crate::orca::{LoadReport, MAX_UTILIZATION, ParseError};
 
 /// "Never": no report yet.
 const NEVER: u64 = u64::MAX;
@@ -101,23 +101,31 @@ impl EndpointState {
     pub(crate) fn record_load(&self, report: &LoadReport, now_ns: u64) {
         let r = &self.reported;
         r.reports.fetch_add(1, Ordering::Relaxed);
+        let (cpu, app) = (
+            trusted(report.cpu_utilization()),
+            trusted(report.application_utilization()),
+        );
+        let untrusted = u64::from(cpu.is_err()) + u64::from(app.is_err());
         r.rejected
-            .fetch_add(u64::from(report.rejected()), Ordering::Relaxed);
-        if report.is_empty() {
-            return;
-        }
+            .fetch_add(u64::from(report.rejected()) + untrusted, Ordering::Relaxed);
+        let (cpu, app) = (cpu.unwrap_or(None), app.unwrap_or(None));
         let values = [
-            report.cpu_utilization(),
+            cpu,
             report.mem_utilization(),
-            report.application_utilization(),
+            app,
             report.rps_fractional(),
             report.eps(),
         ];
+        // Nothing left (named metrics are not kept): the last report stands.
+        if values.iter().all(Option::is_none) && report.named_metrics().is_empty() {
+            return;
+        }
         for (slot, v) in r.values.iter().zip(values) {
             store(slot, v);
         }
         r.at_ns.store(now_ns, Ordering::Relaxed);
-        let (Some(u), Some(rps)) = (report.utilization(), report.rps_fractional()) else {
+        let u = app.filter(|&u| u > 0.0).or(cpu);
+        let (Some(u), Some(rps)) = (u, report.rps_fractional()) else {
             return;
         };
         if !(u > 0.0 && rps > 0.0) {
@@ -222,9 +230,21 @@ impl EndpointState {
     }
 
     /// Values its reports carried that were left out (malformed, out of
-    /// range, unknown, past a bound).
+    /// range, unknown, past a bound), including each CPU or application
+    /// utilization above [`MAX_UTILIZATION`], which the model does not
+    /// trust: a replica that keeps sending those is treated as unreported,
+    /// and this count shows it.
     pub fn load_values_rejected(&self) -> u64 {
         self.reported.rejected.load(Ordering::Relaxed)
+    }
+}
+
+/// A utilization the model trusts (`Ok`), or one past
+/// [`MAX_UTILIZATION`] it leaves out (`Err`).
+fn trusted(u: Option<f64>) -> Result<Option<f64>, ()> {
+    match u {
+        Some(u) if u > MAX_UTILIZATION => Err(()),
+        u => Ok(u),
     }
 }
 
@@ -241,6 +261,25 @@ pub(crate) fn a58_weight(rps: f64, utilization: f64, eps: f64, penalty: f64) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_utilization_past_the_bound_is_left_out_and_counted() {
+        let f = crate::pick::testing::Fixture::new(&[1.0]);
+        let s = &f.states[0];
+        let r = LoadReport::new()
+            .with_cpu_utilization(1e308)
+            .with_application_utilization(0.5);
+        s.record_load(&r, 0);
+        assert_eq!(s.utilization_at(0), Some((0.5, 0)));
+        assert_eq!(s.load_values_rejected(), 1);
+        // Only an untrusted value: nothing new, the last report stands.
+        s.record_load(&LoadReport::new().with_cpu_utilization(50.0), 5);
+        assert_eq!(s.utilization_at(5), Some((0.5, 5)));
+        assert_eq!((s.load_reports(), s.load_values_rejected()), (2, 2));
+        // The bound itself is trusted.
+        s.record_load(&LoadReport::new().with_cpu_utilization(MAX_UTILIZATION), 6);
+        assert_eq!(s.utilization_at(6), Some((MAX_UTILIZATION, 0)));
+    }
 
     #[test]
     fn a58_weight_table() {

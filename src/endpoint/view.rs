@@ -30,7 +30,7 @@ impl<'a> View<'a> {
     /// This lane's estimate with the decay left as a factor.
     #[inline(always)]
     pub(crate) fn estimate_idle(self, now_ns: u64, rates: Rates) -> Idle {
-        self.hot.latency.read_idle(now_ns, rates)
+        read(self.state, self.hot, now_ns, rates)
     }
 
     /// This lane's parallelism.
@@ -117,13 +117,18 @@ impl EndpointState {
     /// (a pick carries them, saving a pointer chase per candidate).
     #[inline(always)]
     pub(crate) fn estimate_with(&self, now_ns: u64, rates: Rates, lane: usize) -> Estimate {
-        reading(self.lane(lane), now_ns, rates)
+        reading(self, self.lane(lane), now_ns, rates)
     }
 
     /// The latency estimate projected to `now` (decay applied, nothing
     /// written): the estimate of the lane sampled last.
     pub fn estimate(&self, now: Instant) -> Estimate {
-        reading(self.freshest(), self.model.nanos(now), self.model.rates)
+        reading(
+            self,
+            self.freshest(),
+            self.model.nanos(now),
+            self.model.rates,
+        )
     }
 
     /// How many requests this endpoint appears to serve at once without
@@ -146,13 +151,36 @@ impl EndpointState {
     }
 }
 
+/// A lane's EWMAs at `now_ns`, every reader's one way in: a failed
+/// endpoint due a probe reads at its floor (see `ewma`'s notes on the
+/// probe), its lane's unloaded latency or, before any success, the default
+/// RTT; while a call is in flight in the lane it reads as before, so the
+/// probe is one call, not every call that draws the endpoint until the
+/// first answers (a breaker's half-open state admits one probe for the
+/// same reason: in `tests/recovery.rs` a dead endpoint took 20 calls in
+/// 30 s without this, 12 or fewer with it).
+#[inline(always)]
+fn read(state: &EndpointState, hot: &Hot, now_ns: u64, rates: Rates) -> Idle {
+    let e = hot.latency.read_idle(now_ns, rates);
+    if e.due && hot.in_flight.load(Ordering::Relaxed) == 0 {
+        let floor = hot.parallelism.floor();
+        e.probe(if floor.is_finite() {
+            floor
+        } else {
+            state.model.default_rtt_ns
+        })
+    } else {
+        e
+    }
+}
+
 /// A lane's estimate at `now_ns`.
 #[inline(always)]
-fn reading(hot: &Hot, now_ns: u64, rates: Rates) -> Estimate {
-    let r = hot.latency.read(now_ns, rates);
+fn reading(state: &EndpointState, hot: &Hot, now_ns: u64, rates: Rates) -> Estimate {
+    let r = read(state, hot, now_ns, rates);
     Estimate {
-        mean_ns: r.est,
-        spread_ns: r.spread,
+        mean_ns: r.est * r.weight,
+        spread_ns: r.spread * r.weight,
         failure_rate: r.failure,
     }
 }

@@ -12,6 +12,8 @@
 //!   A6 (retryable codes, `grpc-retry-pushback-ms`).
 //! * [`balance`]: a builder over channels made from `http://host:port`
 //!   origins (tonic's `Endpoint`, connected lazily), with that classifier.
+//! * [`GrpcHealthProbe`]: active health checks over `grpc.health.v1`
+//!   (`Check` or `Watch`, per service name), for [`check::spawn`](crate::check::spawn).
 //! * [`StatusLayer`]: the stack's errors as `tonic::Status` ([`IntoStatus`]):
 //!   an empty pool is `UNAVAILABLE`, a deadline `DEADLINE_EXCEEDED`.
 //! * With `rustls`, [`tls`]: channels per replica address that verify the
@@ -41,12 +43,14 @@
 //! ```
 
 mod classify;
+mod health;
 mod status;
 #[cfg(feature = "rustls")]
 #[cfg_attr(docsrs, doc(cfg(feature = "rustls")))]
 pub mod tls;
 
 pub use classify::{Classifier, PUSHBACK_HEADER, Trailers};
+pub use health::GrpcHealthProbe;
 pub use status::{IntoStatus, StatusFuture, StatusLayer, ToStatus};
 
 use tonic::transport::{Channel, Endpoint};
@@ -66,8 +70,8 @@ use crate::{Balance, ConfigError};
 ///
 /// # Errors
 ///
-/// An origin that does not parse (field `origins`), a duplicate, or no
-/// tokio runtime (field `runtime`).
+/// A [`ConfigError`] on `origins` for an origin that does not parse or
+/// repeats an earlier one, or on `runtime` outside a tokio runtime.
 pub fn balance<I>(origins: I) -> Result<Builder<Origin, Channel, PeakEwma, Classifier>, ConfigError>
 where
     I: IntoIterator,
@@ -83,7 +87,10 @@ where
     let mut b = Balance::builder()
         .classify(Classifier::new())
         .labels(Origin::to_string);
-    for origin in crate::http::origins(origins)? {
+    // `http::origins` names its field `authority`, after `http::balance`'s
+    // parameter; here the parameter, and the documented field, is `origins`.
+    let origins = crate::http::origins(origins).map_err(|e| e.on_field("origins"))?;
+    for origin in origins {
         let endpoint = Endpoint::from_shared(origin.to_string()).map_err(|_| {
             ConfigError::new(
                 "origins",

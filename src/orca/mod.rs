@@ -32,8 +32,10 @@
 //! [`Handle::report_load`](crate::Handle::report_load) and
 //! [`EndpointState::report_load`](crate::endpoint::EndpointState::report_load)
 //! for any other transport. A header that is no report is counted
-//! ([`EndpointState::load_reports_malformed`](crate::endpoint::EndpointState::load_reports_malformed)). The model keeps the
-//! last report, trusts it for a bounded time
+//! ([`EndpointState::load_reports_malformed`](crate::endpoint::EndpointState::load_reports_malformed)).
+//! The model trusts utilizations up to [`MAX_UTILIZATION`] (past it a value
+//! is left out and counted, so no report can lock an endpoint out), keeps
+//! the last report, trusts it for a bounded time
 //! ([`Builder::load_report_expiry`](crate::balance::Builder::load_report_expiry),
 //! default [`DEFAULT_REPORT_EXPIRY`]) and feeds the pickers that read it:
 //! [`OrcaRoundRobin`](crate::pick::OrcaRoundRobin) (A58's weights) and
@@ -89,6 +91,26 @@ pub const LATENCY_METRIC: &str = "latency_ms";
 /// utilization term), and a new report starts a new stream (A58's blackout
 /// applies again).
 pub const DEFAULT_REPORT_EXPIRY: Duration = Duration::from_secs(180);
+
+/// The largest CPU or application utilization the endpoint model trusts:
+/// 4. ORCA lets utilization exceed 1 past a soft limit and sets no bound,
+/// but [`PeakEwma::utilization`](crate::pick::PeakEwma::utilization)
+/// charges an endpoint `floor × u` fading as `e^(−age/fade)`, so one
+/// report keeps it from picks for about `fade × ln u`: 180 s (the report
+/// expiry) for `1e308`, 13 s for `1e6`, 1.7 s for `10` (issue 30), and a
+/// replica sending such values on every answer was out for good. Past 4 a
+/// report outweighs any peer of the same speed with up to three calls per
+/// unit of parallelism in flight, so a larger value changes no pick a true
+/// one would not, and is usually a mistake (a percentage sent as a
+/// fraction: `50` for 0.5). The model leaves such a value out like a
+/// malformed one, counted in
+/// [`EndpointState::load_values_rejected`](crate::endpoint::EndpointState::load_values_rejected):
+/// the endpoint reads as unreported (its last trusted report ages as
+/// usual), for every picker. A trusted report keeps its endpoint out at
+/// most `fade × ln 4` (1.4 s at the default 1 s fade) against an idle peer
+/// of the same speed (`tests/conformance/reports.rs`). [`LoadReport`] keeps
+/// what the endpoint sent.
+pub const MAX_UTILIZATION: f64 = 4.0;
 
 /// Why a header value is not a load report at all. Bad values inside a
 /// report are not errors: they are left out and counted

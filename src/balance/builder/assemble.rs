@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::super::{Balance, Built, Entry, Member, Shared, Snapshot};
 use super::{Builder, DEFAULT_NAME};
-use crate::endpoint::{Cap, Model, Rates};
+use crate::endpoint::{CapCell, Model, Rates};
 use crate::health::{Events, Health, Settings as HealthSettings};
 use crate::pick::Picker;
 use crate::rng::RngSource;
@@ -80,7 +80,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             model,
             health,
             rng: RngSource::new(cfg.seed),
-            cap: Cap::new(cfg.cap, cfg.load.adaptive.is_some()),
+            cap: CapCell::new(cfg.cap, cfg.load.adaptive.is_some()),
             timeout: cfg.timeout,
             next_id: AtomicU64::new(0),
             labels: cfg.labels,

@@ -152,6 +152,8 @@ impl<K, S, P, C> Builder<K, S, P, C> {
 
     /// Caps the requests in flight on each endpoint (>= 1). Endpoints at the
     /// cap are skipped; when all are, calls fail with `Error::Overloaded`.
+    /// Change it at run time with
+    /// [`Handle::set_max_in_flight`](crate::Handle::set_max_in_flight).
     pub fn max_in_flight(mut self, cap: usize) -> Self {
         self.cfg.cap = Some(cap);
         self
@@ -204,9 +206,16 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         self
     }
 
-    /// Time constant of each endpoint's failure ratio (> 0; default 2 s),
-    /// which [`PeakEwma`] divides into its cost: how fast recent failures
-    /// are forgiven.
+    /// Time constant τ_f of each endpoint's failure ratio (> 0; default
+    /// [`DEFAULT_FAILURE_DECAY`](crate::endpoint::DEFAULT_FAILURE_DECAY),
+    /// 2 s), which [`PeakEwma`] divides into its cost: how fast recent
+    /// failures are forgiven. It also sets when a failed endpoint is tried
+    /// again: 1.5 τ_f (3 s) after its last failure, or the failed call's
+    /// penalty if longer (a `Retry-After`), it reads as idle and healthy at
+    /// its unloaded latency until one call (the probe) answers; a success
+    /// brings it back, a failure restarts the wait. A revived replica is so
+    /// picked again within about 3 s of answering, plus the length of a
+    /// probe that was in flight (`tests/conformance/recovery.rs`).
     pub fn failure_decay(mut self, tau: Duration) -> Self {
         self.cfg.failure_decay = tau;
         self

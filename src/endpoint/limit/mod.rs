@@ -32,7 +32,7 @@
 //! endpoint's natural spread: raise it for endpoints whose latency varies
 //! widely without load.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::EndpointState;
 use crate::error::ConfigError;
@@ -289,6 +289,45 @@ impl Cap {
     #[inline(always)]
     pub(crate) fn reached(self, s: &EndpointState) -> bool {
         self.of(s).is_some_and(|c| s.in_flight() >= c)
+    }
+}
+
+/// A balancer's [`Cap`], whose fixed part can change at run time
+/// ([`Handle::set_max_in_flight`](crate::Handle::set_max_in_flight)): one
+/// relaxed load per call reads it.
+#[derive(Debug)]
+pub(crate) struct CapCell {
+    /// The fixed cap, 0 for none (a cap is at least 1).
+    fixed: AtomicUsize,
+    adaptive: bool,
+}
+
+impl CapCell {
+    pub(crate) fn new(fixed: Option<usize>, adaptive: bool) -> Self {
+        Self {
+            fixed: AtomicUsize::new(fixed.unwrap_or(0)),
+            adaptive,
+        }
+    }
+
+    /// The cap now.
+    #[inline(always)]
+    pub(crate) fn get(&self) -> Cap {
+        Cap::new(self.fixed(), self.adaptive)
+    }
+
+    /// The fixed cap now.
+    #[inline(always)]
+    pub(crate) fn fixed(&self) -> Option<usize> {
+        match self.fixed.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(n),
+        }
+    }
+
+    /// Replaces the fixed cap (`Some(0)` is refused by the caller).
+    pub(crate) fn set_fixed(&self, fixed: Option<usize>) {
+        self.fixed.store(fixed.unwrap_or(0), Ordering::Relaxed);
     }
 }
 

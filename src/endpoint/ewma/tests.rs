@@ -1,0 +1,209 @@
+use super::*;
+
+const TAU: f64 = 10e9;
+const RATES: Rates = Rates {
+    latency: 1.0 / TAU,
+    failure: 1.0 / 2e9,
+    sample: 1.0 / TAU,
+};
+
+#[test]
+fn decay_matches_exp_on_both_paths() {
+    for x in [
+        0.0,
+        1e-9,
+        1e-4,
+        0.01,
+        0.015,
+        1.0 / 64.0,
+        0.02,
+        0.5,
+        1.0,
+        5.0,
+        50.0,
+    ] {
+        let got = decay((x * TAU) as u64, 1.0 / TAU);
+        let want = (-x).exp();
+        assert!(
+            (got - want).abs() <= 3e-7 * want + 1e-9,
+            "x={x}: {got} vs {want}"
+        );
+    }
+}
+
+#[test]
+fn exp_neg_is_close_everywhere() {
+    let mut x = 0.0f64;
+    while x < 800.0 {
+        let (got, want) = (exp_neg(x), (-x).exp());
+        assert!(
+            (got - want).abs() <= 3e-7 * want + 1e-300,
+            "x={x}: {got} vs {want}"
+        );
+        x = x * 1.01 + 0.001;
+    }
+    assert_eq!(exp_neg(1e6), 0.0);
+}
+
+#[test]
+fn abandoned_calls_only_raise_the_estimate() {
+    let e = Ewma::new(30e6, 0);
+    e.observe(50e6, false, 0, RATES);
+    // Cut after 10 ms: no news.
+    e.observe_lower_bound(10e6, 1_000, RATES);
+    assert!((e.read(1_000, RATES).est - 50e6).abs() < 1e3);
+    // Cut after 1 s: it takes at least that long.
+    e.observe_lower_bound(1e9, 2_000, RATES);
+    assert!((e.read(2_000, RATES).est - 1e9).abs() < 1e3);
+}
+
+#[test]
+fn first_sample_replaces_the_default() {
+    let e = Ewma::new(30e6, 0);
+    assert_eq!(e.read(0, RATES).spread, 0.0);
+    e.observe(1e6, false, 1_000, RATES);
+    let r = e.read(1_000, RATES);
+    assert!((r.est - 1e6).abs() < 1.0, "{}", r.est);
+    assert_eq!(r.spread, 0.0);
+    // From then on, lower samples only pull it down with time.
+    e.observe(0.0, false, 2_000, RATES);
+    assert!(e.read(2_000, RATES).est > 0.99e6);
+}
+
+#[test]
+fn peak_replaces_at_once() {
+    let e = Ewma::new(30e6, 0);
+    e.observe(500e6, false, 1_000, RATES);
+    let est = e.read(1_000, RATES).est;
+    assert!((est - 500e6).abs() < 1e3, "{est}");
+}
+
+#[test]
+fn lower_samples_pull_down_with_time_weight() {
+    let e = Ewma::new(30e6, 0);
+    e.observe(100e6, false, 0, RATES);
+    // One τ later, a 0 ns sample: est = 100ms · e^-1.
+    e.observe(0.0, false, 10_000_000_000, RATES);
+    let r = e.read(10_000_000_000, RATES);
+    let (est, spread) = (r.est, r.spread);
+    assert!((est - 100e6 * (-1f64).exp()).abs() < 1e3, "{est}");
+    assert!((spread - 100e6 * (1.0 - (-1f64).exp())).abs() < 1e3);
+}
+
+#[test]
+fn samples_follow_the_sample_decay_and_idleness_the_decay() {
+    // Samples blend with τₛ = 1 s, idleness fades with τ = 10 s.
+    let rates = Rates {
+        sample: 1.0 / 1e9,
+        ..RATES
+    };
+    let e = Ewma::new(30e6, 0);
+    e.observe(100e6, false, 0, rates);
+    // One τₛ later, a 0 ns sample: est = 100 ms · e^-1, not e^-0.1.
+    e.observe(0.0, false, 1_000_000_000, rates);
+    let est = e.read(1_000_000_000, rates).est;
+    assert!((est - 100e6 * (-1f64).exp()).abs() < 1e3, "{est}");
+    // Ten seconds without a sample: one τ of fading, not ten of τₛ.
+    let idle = e.read(11_000_000_000, rates).est;
+    assert!((idle - est * (-1f64).exp()).abs() < 1e3, "{idle}");
+}
+
+#[test]
+fn read_projects_decay_without_mutating() {
+    let e = Ewma::new(100e6, 0);
+    let a = e.read(20_000_000_000, RATES).est;
+    assert!((a - 100e6 * (-2f64).exp()).abs() < 1e3);
+    // Reading again at an earlier time gives the undecayed value back.
+    let b = e.read(0, RATES).est;
+    assert!((b - 100e6).abs() < 1.0);
+}
+
+#[test]
+fn failures_never_lower_the_estimate_and_raise_the_ratio() {
+    let e = Ewma::new(30e6, 0);
+    e.observe(100e6, false, 0, RATES);
+    // A 1 ms failure one τ_f later: the estimate does not move down
+    // (it is not even decayed: a failure is no evidence of speed).
+    e.observe(1e6, true, 2_000_000_000, RATES);
+    let r = e.read(2_000_000_000, RATES);
+    assert!((r.est - 100e6).abs() < 1e3, "{}", r.est);
+    assert!(
+        (r.failure - (1.0 - (-1f64).exp())).abs() < 1e-6,
+        "{}",
+        r.failure
+    );
+    // Idle for another τ_f: the ratio is forgiven by a factor e.
+    let later = e.read(4_000_000_000, RATES);
+    assert!((later.failure - r.failure * (-1f64).exp()).abs() < 1e-6);
+    // Time-weighted: a success after Δt weighs what Δt of idleness
+    // does, and a failure then pulls the ratio back up.
+    e.observe(50e6, false, 4_000_000_000, RATES);
+    let after = e.read(4_000_000_000, RATES).failure;
+    assert!((after - later.failure).abs() < 1e-12);
+    e.observe(50e6, true, 6_000_000_000, RATES);
+    assert!(e.read(6_000_000_000, RATES).failure > after);
+}
+
+/// The default rates: τ 10 s, τ_f 2 s, τₛ 1 s.
+const DEFAULTS: Rates = Rates {
+    latency: 1.0 / 10e9,
+    failure: 1.0 / 2e9,
+    sample: 1.0 / 1e9,
+};
+
+#[test]
+fn a_failed_endpoint_is_due_a_probe_after_one_and_a_half_failure_constants() {
+    let e = Ewma::new(30e6, 0);
+    e.observe(1e6, false, 0, DEFAULTS);
+    // A failure leaves the 1 s penalty (`EndpointState::record` sends it).
+    e.observe(1e9, true, 1_000_000_000, DEFAULTS);
+    let at = |dt: f64| e.read_idle(1_000_000_000 + (dt * 1e9) as u64, DEFAULTS);
+    assert!(!at(0.0).due);
+    assert!(!at(2.999).due);
+    let due = at(3.0);
+    assert!(due.due);
+    // The reading a picker sees then: the floor faded like an idle
+    // endpoint's for 3 s, nothing forgiven left to pay.
+    let r = due.probe(1e6);
+    assert!((r.est - 1e6 * (-0.3f64).exp()).abs() < 1.0, "{}", r.est);
+    assert_eq!((r.spread, r.weight, r.failure), (0.0, 1.0, 0.0));
+    // Never above what the fade alone gives: a slow floor keeps the
+    // (lower) faded penalty.
+    assert!(due.probe(10e9).est <= due.est * due.weight);
+}
+
+#[test]
+fn a_retry_after_longer_than_the_wait_is_honoured() {
+    let e = Ewma::new(30e6, 0);
+    // A 10 s penalty (a `Retry-After: 10`): due after 10 s, not 3.
+    e.observe(10e9, true, 0, DEFAULTS);
+    assert!(!e.read_idle(9_999_000_000, DEFAULTS).due);
+    assert!(e.read_idle(10_000_000_000, DEFAULTS).due);
+}
+
+#[test]
+fn the_probes_answer_decides() {
+    let e = Ewma::new(30e6, 0);
+    e.observe(1e6, false, 0, DEFAULTS);
+    e.observe(1e9, true, 0, DEFAULTS);
+    let probe = 4_000_000_000;
+    // A success replaces the stale penalty outright: no blend with it.
+    e.observe(2e6, false, probe, DEFAULTS);
+    let r = e.read(probe, DEFAULTS);
+    assert!((r.est - 2e6).abs() < 1.0, "{}", r.est);
+    assert!(!e.read_idle(probe + 10_000_000_000, DEFAULTS).due);
+    // A failure restarts the wait.
+    e.observe(1e9, true, probe, DEFAULTS);
+    assert!(!e.read_idle(probe + 2_000_000_000, DEFAULTS).due);
+    assert!(e.read_idle(probe + 3_000_000_000, DEFAULTS).due);
+}
+
+#[test]
+fn a_success_before_the_probe_blends_as_before() {
+    // A busy endpoint's success microseconds after a failure is no probe.
+    let e = Ewma::new(30e6, 0);
+    e.observe(1e6, false, 0, DEFAULTS);
+    e.observe(1e9, true, 1_000, DEFAULTS);
+    e.observe(1e6, false, 2_000, DEFAULTS);
+    assert!(e.read(2_000, DEFAULTS).est > 0.99e9);
+}
