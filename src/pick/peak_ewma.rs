@@ -75,8 +75,12 @@ const MIN_SUCCESS: f64 = 0.01;
 ///
 /// * load other balancers sent shows at once, before this balancer's own
 ///   latency samples catch up;
-/// * reported load fades within [`utilization_fade`](Self::utilization_fade)
-///   (default 1 s), so a stale report of a busy endpoint cannot keep it out;
+/// * reported load fades with [`utilization_fade`](Self::utilization_fade)
+///   (default 1 s): the model trusts utilizations up to
+///   [`MAX_UTILIZATION`](crate::orca::MAX_UTILIZATION) (4), so a report
+///   raises an endpoint's cost for at most `fade · ln 4` (1.39 s with the
+///   default) before it is back to its floor, and a stale report of a busy
+///   endpoint cannot keep it out (`tests/conformance/reports.rs`);
 /// * an endpoint that reported while idle keeps its floor instead of
 ///   decaying toward zero: its service time is known, so it is not probed
 ///   again until its report expires
