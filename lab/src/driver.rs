@@ -24,6 +24,7 @@ use super::rivals;
 use super::scenario::{OpenLoop, PickerName, Scenario, Tracking, Variant};
 use super::server;
 use super::timed::Timed;
+use super::table::Stream;
 use super::traffic::{Progress, Row};
 
 /// Seed used when neither `--seed` nor the scenario gives one.
@@ -51,6 +52,9 @@ pub struct Options {
     pub warm_select: bool,
     /// Each worker thread keeps its own view of load (`per_thread_load`).
     pub per_thread_load: bool,
+    /// Print the table's rows as they finish (the command line, unless
+    /// `--quiet`); the caller prints [`Report::table_tail`] after.
+    pub stream: bool,
     /// http mode: told the address of the `/metrics` server once it listens
     /// (tests scrape it while the lab runs).
     pub metrics_addr: Option<std::sync::mpsc::Sender<SocketAddr>>,
@@ -152,6 +156,18 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
         }
         Some(exporter)
     };
+    // Room for the longest name a row can take (its picker's, a tracking
+    // mode, `+limits`, a route variant, `(rival)`).
+    let width = runs.iter().map(|r| r.0.as_str().len() + 22).max().unwrap_or(0);
+    let stream = opts.stream.then(|| Stream::start(&report, width));
+    let show = |report: &Report, from: usize| {
+        if let Some(s) = &stream {
+            eprint!("\r{:<130}\r", "");
+            for r in &report.runs[from..] {
+                s.row(report, r);
+            }
+        }
+    };
     for (k, &(name, track, variant, limited)) in runs.iter().enumerate() {
         let ctx = Ctx {
             sc,
@@ -168,7 +184,10 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
             open,
         };
         match run_picker(&ctx, name).await? {
-            Ok(r) => report.runs.push(r),
+            Ok(r) => {
+                report.runs.push(r);
+                show(&report, report.runs.len() - 1);
+            }
             Err(why) => report.notes.push(format!("{name}: skipped: {why}")),
         }
     }
@@ -185,7 +204,9 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
             nth: (runs.len() + 1, rows),
             open,
         };
+        let before = report.runs.len();
         peers::run::run_rows(&ctx, &peer_rows, &mut report).await?;
+        show(&report, before);
     }
     if !opts.quiet {
         eprint!("\r{:<130}\r", "");

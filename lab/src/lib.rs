@@ -72,8 +72,15 @@ fn run(sc: &Scenario, a: &Args) -> Result<Vec<Report>, LabError> {
     for u in levels {
         let mut opts = a.opts.clone();
         opts.utilization = u;
+        // Rows print as they finish; without a terminal to watch
+        // (`--quiet`), the whole table at the end.
+        opts.stream = !opts.quiet;
         let report = driver::run_scenario(sc, &opts)?;
-        println!("{}", report.table());
+        if opts.stream {
+            print!("{}", report.table_tail());
+        } else {
+            println!("{}", report.table());
+        }
         reports.push(report);
     }
     if reports.len() > 1 {

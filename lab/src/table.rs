@@ -6,6 +6,34 @@ use std::fmt::Write as _;
 
 use super::report::{MAX_LISTED, PickerReport, Report};
 
+/// Rows printed as they finish: the heading and the column header first,
+/// then one line per row, then [`Report::table_tail`]. A run of a dozen
+/// rows takes minutes over HTTP; its first numbers show after one row.
+pub struct Stream {
+    widths: Widths,
+}
+
+impl Stream {
+    /// Prints `r`'s heading and the column header, with room for row names
+    /// of up to `name_width` characters.
+    pub fn start(r: &Report, name_width: usize) -> Self {
+        let mut out = String::new();
+        r.heading(&mut out);
+        let mut widths = Widths::new(r, &[]);
+        widths.name = widths.name.max(name_width);
+        widths.header(&mut out);
+        print!("{out}");
+        Self { widths }
+    }
+
+    /// Prints the line of `row`, a finished row of `r`.
+    pub fn row(&self, r: &Report, row: &PickerReport) {
+        let mut out = String::new();
+        self.widths.row(row, &r.row_name(row), &mut out);
+        print!("{out}");
+    }
+}
+
 impl Report {
     /// The terminal table.
     pub fn table(&self) -> String {
@@ -17,6 +45,14 @@ impl Report {
         for (r, name) in self.runs.iter().zip(&names) {
             w.row(r, name, &mut out);
         }
+        out.push_str(&self.table_tail());
+        out
+    }
+
+    /// What follows the rows: each row's extras, the fleet block, the
+    /// notes.
+    pub fn table_tail(&self) -> String {
+        let mut out = String::new();
         self.extras(&mut out);
         super::fleet::table(self, &mut out);
         for n in &self.notes {
