@@ -147,7 +147,9 @@ pub struct Unavailable {
     /// Endpoints that were available but lost a race for their last slot or
     /// probe, or were avoided by a retry.
     pub other: usize,
-    /// The time until the first open breaker admits a probe, if any is open.
+    /// The time until the first open breaker admits a probe, if any is
+    /// open (kept here, not in the message, which stays the same for the
+    /// same cause).
     pub retry_in: Option<std::time::Duration>,
 }
 
@@ -178,8 +180,10 @@ impl fmt::Display for Unavailable {
         if self.other > 0 {
             write!(f, ", {} busy", self.other)?;
         }
-        if let Some(t) = self.retry_in {
-            write!(f, "; next probe in {t:?}")?;
+        // The time to the next probe stays in `retry_in`, out of the text:
+        // one cause, one message, so refusals group by message.
+        if self.retry_in.is_some() {
+            f.write_str("; an open breaker admits a probe later")?;
         }
         f.write_str(")")
     }

@@ -94,6 +94,22 @@ mod scope;
 pub mod server;
 pub mod time;
 
+/// The README and the long documents in `docs/`, compiled and run as
+/// doctests, so that no Rust block in them can rot.
+#[cfg(doctest)]
+mod documents {
+    #[doc = include_str!("../README.md")]
+    struct Readme;
+    #[doc = include_str!("../docs/guide.md")]
+    struct Guide;
+    #[doc = include_str!("../docs/lab.md")]
+    struct Lab;
+    #[doc = include_str!("../docs/performance.md")]
+    struct Performance;
+    #[doc = include_str!("../docs/conformance.md")]
+    struct Conformance;
+}
+
 pub use balance::{Balance, Handle};
 pub use endpoint::SlowStart;
 pub use error::{ConfigError, Error, Refusal, Unavailable};

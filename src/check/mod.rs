@@ -69,7 +69,7 @@ mod probe;
 use std::time::Duration;
 
 pub use driver::{Checks, spawn};
-pub use probe::{Probe, ProbeFuture};
+pub use probe::{Probe, ProbeFn, ProbeFuture, probe_fn};
 
 use crate::error::{ConfigError, check_bounded, check_positive};
 

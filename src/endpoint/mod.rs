@@ -57,6 +57,12 @@ pub(crate) use slow_start::RampMemory;
 pub use slow_start::SlowStart;
 pub use state::{EndpointState, Estimate};
 
+/// Moved to [`health::PanicMode`](crate::health::PanicMode), with the rest
+/// of "may this endpoint take traffic" (the health owner); the old path
+/// still names it.
+#[deprecated(since = "0.1.0", note = "moved to `tower_lb::health::PanicMode`")]
+pub type PanicMode = crate::health::PanicMode;
+
 pub(crate) use state::Birth;
 
 pub(crate) use ewma::{Idle, Rates, decay};

@@ -41,6 +41,31 @@
 //! # let _ = channel;
 //! # Ok(()) }
 //! ```
+//!
+//! A function that builds the balancer with a picker of the caller's
+//! choosing needs the picker to pick tonic's requests, not only to be a
+//! picker: `P: Pick<http::Request<tonic::body::Body>>` (which implies
+//! `Picker`), and `Clone` when the builder is used as a layer.
+//!
+//! ```no_run
+//! use tonic::transport::Channel;
+//! use tower_lb::http::Origin;
+//! use tower_lb::pick::{Pick, Prequal};
+//! use tower_lb::{Balance, grpc};
+//!
+//! fn channel<P>(picker: P) -> Result<Balance<Origin, Channel, P, grpc::Classifier>, tower_lb::ConfigError>
+//! where
+//!     P: Pick<http::Request<tonic::body::Body>>,
+//! {
+//!     grpc::balance(["http://10.0.0.1:50051", "http://10.0.0.2:50051"])?
+//!         .picker(picker)
+//!         .build()
+//! }
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let lb = channel(Prequal::new())?;
+//! # let _ = lb; Ok(()) }
+//! ```
 
 mod classify;
 mod health;

@@ -65,7 +65,7 @@ pub use orca_round_robin::{
     MIN_WEIGHT_UPDATE_PERIOD, OrcaRoundRobin, WeightTable,
 };
 pub use p2c_least_in_flight::P2cLeastInFlight;
-pub use peak_ewma::PeakEwma;
+pub use peak_ewma::{DEFAULT_CHOICES, DEFAULT_SPREAD_FACTOR, DEFAULT_UTILIZATION_FADE, PeakEwma};
 pub use pool::Pool;
 pub use prequal::Prequal;
 pub use random::Random;
