@@ -23,8 +23,8 @@ use super::report::{PickerReport, Report};
 use super::rivals;
 use super::scenario::{OpenLoop, PickerName, Scenario, Tracking, Variant};
 use super::server;
-use super::timed::Timed;
 use super::table::Stream;
+use super::timed::Timed;
 use super::traffic::{Progress, Row};
 
 /// Seed used when neither `--seed` nor the scenario gives one.
@@ -158,7 +158,11 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
     };
     // Room for the longest name a row can take (its picker's, a tracking
     // mode, `+limits`, a route variant, `(rival)`).
-    let width = runs.iter().map(|r| r.0.as_str().len() + 22).max().unwrap_or(0);
+    let width = runs
+        .iter()
+        .map(|r| r.0.as_str().len() + 22)
+        .max()
+        .unwrap_or(0);
     let stream = opts.stream.then(|| Stream::start(&report, width));
     let show = |report: &Report, from: usize| {
         if let Some(s) = &stream {

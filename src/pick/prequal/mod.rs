@@ -23,26 +23,25 @@ pub use pool::{
 pub use stats::{ProbeCounts, ProbeStats};
 
 /// Default probes sent per request: 3, the open-loop model's rate, and the
-/// best measured. In the lab's `noisy-fleet` (sim, 0.9 load, seeds 1–3,
-/// quantile 0.6), p99 over tower's p2c: 2 probes 0.48, 3 probes 0.41,
-/// 4 probes 0.47 (a pool of 16 then turns over faster than it helps); one
-/// probe keeps the pool too thin to choose from and falls back (0.58).
+/// best measured. In the lab's `noisy-fleet` (sim, 0.9 load, seeds 1–3),
+/// p99 over tower's p2c: 1 probe 0.60 (the pool is too thin to choose from
+/// and falls back), 2 probes 0.50, 3 probes 0.41, 4 probes 0.42
+/// (`docs/tails.md`).
 pub const DEFAULT_PROBES_PER_REQUEST: f64 = 3.0;
 /// Default quantile of the answers' RIFs above which an endpoint is hot:
 /// 0.6. Measured in the lab (sim, 0.9 load, seeds 1–3), p99 over tower's
-/// p2c on `noisy-fleet` / `steady-fleet`: 0.4 → 0.42 / 0.82, 0.5 → 0.42 /
-/// 0.79, 0.6 → 0.41 / 0.78, 0.7 → 0.42 / 0.78, 0.84 (the model's) → 0.43
-/// / 0.80; the mean rises with the quantile (0.49 → 0.53 of tower's).
+/// p2c on `noisy-fleet` / `steady-fleet`: 0.5 → 0.42 / 0.80, 0.6 → 0.41 /
+/// 0.78, 0.7 → 0.42 / 0.78, 0.84 (the model's) → 0.45 / 0.79.
 pub const DEFAULT_RIF_QUANTILE: f64 = 0.6;
-/// Default number of answers kept: 16, the paper's pool (8 measured the
-/// same, 32 a little worse).
+/// Default number of answers kept: 16, the paper's pool (8 and 32 measured
+/// the same).
 pub const DEFAULT_POOL_SIZE: usize = 16;
 /// Default age past which an answer is dropped: 1 s.
 pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(1);
 /// Default picks per answer: 1. Reusing an answer without counting the
 /// requests sent on it made clients herd in the open-loop model; each use
 /// is counted into its RIF here, and still three uses per answer took the
-/// lab's `noisy-fleet` p99 from 0.44 to 0.71 of tower's (sim, seeds 1–3).
+/// lab's `noisy-fleet` p99 from 0.41 to 0.58 of tower's (sim, seeds 1–3).
 pub const DEFAULT_MAX_USES: u32 = 1;
 /// Default time a probe may take before it counts as failed: 500 ms.
 pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_millis(500);
