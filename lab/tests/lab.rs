@@ -24,6 +24,7 @@ fn sim(scenario: &str, secs: u64, pickers: &[&str], seed: Option<u64>) -> Report
         seed,
         utilization: None,
         quiet: true,
+        stream: false,
         warm_select: false,
         per_thread_load: false,
         metrics_addr: None,
@@ -456,6 +457,7 @@ fn http_mode_runs_with_per_thread_load() {
     let sc = Scenario::parse(HTTP, "http-metrics.toml").expect("parses");
     let opts = Options {
         quiet: true,
+        stream: false,
         per_thread_load: true,
         pickers: Some(vec![
             "least_in_flight".parse().unwrap(),
@@ -483,6 +485,7 @@ fn http_mode_serves_prometheus_metrics_while_it_runs() {
     let (tx, rx) = std::sync::mpsc::channel();
     let opts = Options {
         quiet: true,
+        stream: false,
         metrics_addr: Some(tx),
         ..Options::default()
     };

@@ -26,6 +26,7 @@ fn sim(scenario: &str, secs: u64, pickers: &[&str]) -> Report {
         seed: None,
         utilization: None,
         quiet: true,
+        stream: false,
         warm_select: false,
         per_thread_load: false,
         metrics_addr: None,

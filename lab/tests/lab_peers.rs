@@ -390,6 +390,7 @@ fn hop_through_peers(peers: &str, secs: u64) -> Report {
         pickers: Some(vec![PickerName::Crate("peak_ewma")]),
         peers: Some(parse_list(peers).expect("peer list")),
         quiet: true,
+        stream: false,
         warm_select: false,
         per_thread_load: false,
         ..Options::default()

@@ -21,6 +21,7 @@ fn options(pickers: &[&str], secs: u64, seed: u64) -> Options {
         ),
         seed: Some(seed),
         quiet: true,
+        stream: false,
         ..Options::default()
     }
 }

@@ -33,6 +33,7 @@ fn run(scenario: &str, pickers: &[&str]) -> Report {
         ),
         seed: Some(1),
         quiet: true,
+        stream: false,
         ..Options::default()
     };
     run_scenario(&sc, &opts).expect("scenario runs")
