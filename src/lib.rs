@@ -82,6 +82,7 @@ pub mod http;
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics;
 pub mod orca;
+mod outcome;
 pub mod outlier;
 pub mod pick;
 pub mod probe;

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tower::service_fn;
-use tower_lb::http::dns::{self, Dns, Resolve, TokioResolver};
+use tower_lb::discover::dns::{self, Dns, Resolve, TokioResolver};
 use tower_lb::http::{Origin, balance};
 use tower_lb::{Balance, Handle, pick};
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::CircuitBreaker;
-use crate::classify::{FailureKind, Outcome};
+use crate::outcome::{FailureKind, Outcome};
 
 /// What dropping an unrecorded permit does: a call dropped inside
 /// [`balance::timed_out`](crate::balance::timed_out) (a retry layer's

@@ -7,8 +7,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{EndpointState, InFlight};
-use crate::classify::Outcome;
 use crate::orca::{LoadReport, ParseError};
+use crate::outcome::Outcome;
 
 /// The rest of a call that has answered: its outcome and latency so far,
 /// and the endpoint's in-flight slot, held until the exchange ends.

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::{Completion, EndpointState, Lane};
 use crate::breaker::Ticket;
-use crate::classify::{FailureKind, Outcome};
+use crate::outcome::{FailureKind, Outcome};
 
 /// One in-flight request on an endpoint. Dropping it releases the slot, exactly
 /// once, whether the call succeeded, failed, timed out or was abandoned.

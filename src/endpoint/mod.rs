@@ -55,13 +55,8 @@ pub use meta::{EndpointMeta, Locality};
 pub use reported::ReportedLoad;
 pub(crate) use slow_start::RampMemory;
 pub use slow_start::SlowStart;
+pub(crate) use state::{BREAKER, CHECK, EJECTED, SOFT};
 pub use state::{EndpointState, Estimate};
-
-/// Moved to [`health::PanicMode`](crate::health::PanicMode), with the rest
-/// of "may this endpoint take traffic" (the health owner); the old path
-/// still names it.
-#[deprecated(since = "0.1.0", note = "moved to `tower_lb::health::PanicMode`")]
-pub type PanicMode = crate::health::PanicMode;
 
 pub(crate) use state::Birth;
 
@@ -71,7 +66,7 @@ pub(crate) use limit::{Cap, CapCell};
 pub(crate) use view::View;
 
 use crate::breaker::Ticket;
-use crate::classify::Outcome;
+use crate::outcome::Outcome;
 
 /// Default decay time constant τ of the latency EWMA: 10 s, as in Finagle and
 /// linkerd. Long enough to smooth bursts, short enough that a replica which

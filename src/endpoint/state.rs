@@ -15,7 +15,7 @@ use super::parallelism::Parallelism;
 use super::reported::Reported;
 use super::{EndpointMeta, EndpointObserver, MAX_RETRY_AFTER_PENALTY, Model};
 use crate::breaker::CircuitBreaker;
-use crate::classify::{FailureKind, Outcome};
+use crate::outcome::{FailureKind, Outcome};
 use crate::outlier::HostStats;
 
 /// The floor latency of the parallelism estimate creeps up this many times
@@ -33,6 +33,20 @@ pub struct Estimate {
     /// Recent share of failed calls, in `[0, 1]`, forgiven while idle.
     pub failure_rate: f64,
 }
+
+// The bits of an endpoint's health word: why the health owner counts it
+// unhealthy. The endpoint stores and reads them; the owner writes them.
+
+/// The endpoint's circuit breaker is not closed (open, half-open, forced).
+pub(crate) const BREAKER: u8 = 1;
+/// Outlier detection ejected it.
+pub(crate) const EJECTED: u8 = 2;
+/// Its active health check fails.
+pub(crate) const CHECK: u8 = 4;
+/// The reasons panic routing sets aside: ejection and failing checks are
+/// the balancer's own judgement, which it distrusts when too few endpoints
+/// pass it. An open breaker is the user's hard rule and still refuses.
+pub(crate) const SOFT: u8 = EJECTED | CHECK;
 
 /// Live state of one endpoint: in-flight count, weight, latency and outcome
 /// counters, placement, and the inputs of its health.
@@ -215,7 +229,7 @@ impl EndpointState {
     /// Whether the endpoint fails its active health check
     /// ([`crate::check`]): it then takes no picks outside panic routing.
     pub fn is_failing_check(&self) -> bool {
-        self.health_bits() & crate::health::CHECK != 0
+        self.health_bits() & CHECK != 0
     }
 
     /// Whether the health owner counts this endpoint unhealthy: its breaker

@@ -6,17 +6,7 @@ use std::sync::{Arc, Weak};
 
 use super::{Health, HealthChange, PanicMode};
 use crate::endpoint::EndpointState;
-
-/// The endpoint's circuit breaker is not closed (open, half-open, forced).
-pub(crate) const BREAKER: u8 = 1;
-/// Outlier detection ejected it.
-pub(crate) const EJECTED: u8 = 2;
-/// Its active health check fails.
-pub(crate) const CHECK: u8 = 4;
-/// The reasons panic routing sets aside: ejection and failing checks are
-/// the balancer's own judgement, which it distrusts when too few endpoints
-/// pass it. An open breaker is the user's hard rule and still refuses.
-pub(crate) const SOFT: u8 = EJECTED | CHECK;
+pub(crate) use crate::endpoint::{BREAKER, CHECK, EJECTED, SOFT};
 
 /// How one pick treats endpoint health, from the census.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

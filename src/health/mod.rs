@@ -59,9 +59,9 @@ pub(crate) use census::{BREAKER, CHECK, EJECTED, Route, SOFT};
 pub(crate) use events::{Events, Hook};
 
 use crate::breaker::{CircuitBreakerConfig, State, Ticket, Transition};
-use crate::classify::Outcome;
 use crate::endpoint::{EndpointState, Judge};
 use crate::error::Refusal;
+use crate::outcome::Outcome;
 use crate::outlier::{Detector, EjectionReason, OutlierDetection};
 use crate::rng::RngSource;
 

@@ -8,8 +8,8 @@ use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
-use crate::classify::{FailureKind, Outcome};
 use crate::endpoint::Completion;
+use crate::outcome::{FailureKind, Outcome};
 
 /// How long an HTTP call lasts for the balancer, and what its latency
 /// sample is (for [`Classifier::track`](super::Classifier::track) and

@@ -55,18 +55,13 @@
 //! |---|---|---|
 //! | `http` | this module; hyper-util error classification | http, hyper-util (client-legacy, http1), httpdate (for `Retry-After` dates) |
 //! | `reqwest` | `SetOrigin` and `Classifier` for `reqwest::Request`/`Response` | reqwest 0.13 without default features (no TLS: enable reqwest's own TLS feature in your crate for `https`) |
-//! | `dns` | [`dns`]: endpoints from periodic resolution | tokio `net` |
+//! | `dns` | [`crate::discover::dns`]: endpoints from periodic resolution | tokio `net` |
 //! | `rustls` | [`tls`]: HTTPS replicas verified for the service's name | rustls 0.23 (*ring*), hyper-rustls 0.27, http-body, hyper-util `http2`; with `reqwest`, reqwest's `rustls` (which brings aws-lc-rs) and `http2`; with `grpc`, tonic's `tls-ring` |
 //! | `grpc` | `grpc::tls`: tonic channels per replica (with `rustls`) | tonic 0.14 (`channel`) |
 
 mod body;
 mod classify;
-/// DNS discovery, now [`crate::discover::dns`]; re-exported here so
-/// `tower_lb::http::dns` keeps working.
-#[cfg(feature = "dns")]
-pub use crate::discover::dns;
 mod hyper;
-mod key;
 mod load_probe;
 mod named;
 mod origin;
@@ -82,7 +77,9 @@ use std::collections::HashSet;
 
 pub use body::{EndOfStream, KeepHead, Track, TrackBody};
 pub use classify::{Classifier, ClassifyError, ClientErrors, ErrorHook, parse_retry_after};
-pub use key::{
+// The HTTP request keys live with the other keys (`pick::key`); they are
+// named here too, with the rest of the HTTP integration.
+pub use crate::pick::key::{
     ClientIp, ConnectInfo, Connection, ConnectionAddrs, ForwardedFor, Header, Hop, Path, client_ip,
     first_hop, hash_connection,
 };

@@ -11,8 +11,8 @@ use opentelemetry::metrics::{BoundHistogram, Histogram};
 use arc_swap::ArcSwap;
 
 use crate::breaker::State;
-use crate::classify::{FailureKind, Outcome};
 use crate::endpoint::{EndpointMeta, EndpointObserver};
+use crate::outcome::{FailureKind, Outcome};
 use crate::outlier::EjectionReason;
 
 /// Values of the `state` attribute of `lb.endpoint.health`, in the order of

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::config::{OutlierDetection, max_ejections};
 use super::host::{EjectionReason, HostStats};
-use crate::classify::Outcome;
+use crate::outcome::Outcome;
 
 /// Outlier detection for one pool of hosts: shared (behind the balancer's
 /// `Arc`) by every clone of a balancer. Atomics only, no background task:

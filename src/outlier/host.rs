@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::config::OutlierDetection;
 use super::rule::Counts;
-use crate::classify::{FailureKind, Outcome};
+use crate::outcome::{FailureKind, Outcome};
 use crate::time::nanos;
 
 /// Why a host was ejected; also the `reason` attribute of the

@@ -16,9 +16,9 @@
 //! | `Path` (feature `http`) | XXH64 (seed 0) of the URI path's bytes (no query) |
 //! | `Connection` (feature `http`) | the incoming connection: XXH64 (seed 0) of the peer's address and port and, when the server stored them, the local ones (`http::hash_connection`); one key per connection, as a layer-4 balancer's 5-tuple hash |
 //!
-//! The HTTP extractors live in [`crate::http`] (their one
-//! `X-Forwarded-For` parser is [`crate::http::first_hop`]) and are
-//! re-exported here.
+//! The HTTP extractors (feature `http`) share one `X-Forwarded-For`
+//! parser, `first_hop`, and are also named in [`crate::http`] with the rest
+//! of the HTTP integration.
 //!
 //! These definitions are fixed: the same request gives the same key in every
 //! process and every release, so several gateways agree on affinity.
@@ -39,7 +39,13 @@ use std::fmt;
 use std::net::IpAddr;
 
 #[cfg(feature = "http")]
-pub use crate::http::{ClientIp, Connection, ForwardedFor, Header, Path};
+mod http_request;
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+pub use http_request::{
+    ClientIp, ConnectInfo, Connection, ConnectionAddrs, ForwardedFor, Header, Hop, Path, client_ip,
+    first_hop, hash_connection,
+};
 
 /// Extracts a 64-bit key from a request.
 ///

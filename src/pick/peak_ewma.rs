@@ -324,8 +324,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn reported_utilization_raises_the_cost_and_fades() {
-        use crate::classify::Outcome;
         use crate::orca::LoadReport;
+        use crate::outcome::Outcome;
         let f = Fixture::new(&[1.0, 1.0]);
         let now_ns = || f.model.nanos(tokio::time::Instant::now());
         for s in &f.states {
@@ -350,8 +350,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_idle_reporter_keeps_its_floor_until_the_report_expires() {
-        use crate::classify::Outcome;
         use crate::orca::{DEFAULT_REPORT_EXPIRY, LoadReport};
+        use crate::outcome::Outcome;
         let f = Fixture::new(&[1.0]);
         let s = &f.states[0];
         s.record(&Outcome::Success, 300_000_000, 0, 1, 0);

@@ -29,7 +29,7 @@ use super::error::CircuitOpen;
 use super::permit::{OwnedPermit, Permit, Ticket};
 use super::state::{Reason, State, Stats, Transition};
 use super::window::{FAILED, SLOW, Window};
-use crate::classify::{FailureKind, Outcome};
+use crate::outcome::{FailureKind, Outcome};
 use crate::rng::RngSource;
 use crate::time::Epoch;
 

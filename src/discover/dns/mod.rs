@@ -69,9 +69,6 @@ pub use answer::{SRV_TARGET_LABEL, SRV_ZERO_WEIGHT};
 pub use hickory::HickoryResolver;
 pub use resolve::{Resolve, Resolved, SrvRecord, SrvResolved, TokioResolver};
 
-/// The counters of a [`Dns`] driver (the shared [`Stats`]).
-pub type DnsStats = Stats;
-
 /// The maker for an HTTP balancer; see [`http_endpoints`](super::http_endpoints).
 #[cfg(feature = "http")]
 pub use super::http_endpoints as origin_endpoints;

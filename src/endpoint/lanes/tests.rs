@@ -3,7 +3,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use super::*;
-use crate::classify::{FailureKind, Outcome};
+use crate::outcome::{FailureKind, Outcome};
 use crate::pick::testing::Fixture;
 
 #[test]

@@ -6,8 +6,8 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use crate::classify::FailureKind;
 use crate::http::ClassifyError;
+use crate::outcome::FailureKind;
 
 /// A boxed error from a replica's client.
 pub(crate) type BoxError = Box<dyn StdError + Send + Sync>;

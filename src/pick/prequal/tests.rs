@@ -1,7 +1,7 @@
 use std::time::Duration;
 
 use super::*;
-use crate::classify::{FailureKind, Outcome};
+use crate::outcome::{FailureKind, Outcome};
 use crate::pick::testing::Fixture;
 
 fn cand(index: usize, rif: f64, latency_ms: f64, failure: f64) -> Candidate {

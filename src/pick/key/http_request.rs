@@ -1,5 +1,5 @@
 //! Request keys for `http::Request` (feature `http`): a header, the path,
-//! the client IP. One `X-Forwarded-For` parser serves [`ForwardedFor`],
+//! the client IP, the connection ([`Connection`]). One `X-Forwarded-For` parser serves [`ForwardedFor`],
 //! [`ClientIp`] and [`client_ip`], so they agree on every request.
 
 use std::net::{IpAddr, SocketAddr};
