@@ -165,6 +165,6 @@ pub use future::ResponseFuture;
 pub use layer::CircuitBreakerLayer;
 pub use machine::CircuitBreaker;
 pub(crate) use permit::Ticket;
-pub use permit::{OwnedPermit, Permit};
+pub use permit::{OwnedPermit, Permit, PermitOf};
 pub use service::CircuitBreakerService;
 pub use state::{Reason, State, Stats, Transition};

@@ -1,6 +1,7 @@
 //! Permits: the right to make one call, and the duty to report it.
 
 use std::fmt;
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,22 +38,32 @@ pub(crate) struct Ticket {
     pub(crate) probe: Option<u64>,
 }
 
-/// Permission for one call, borrowed from a [`CircuitBreaker`].
+/// Permission for one call, borrowed from a [`CircuitBreaker`]: a
+/// [`PermitOf`] holding `&CircuitBreaker`.
 ///
-/// Report the call with [`record`](Permit::record). Dropping the permit
+/// Report the call with [`record`](PermitOf::record). Dropping the permit
 /// unrecorded (the caller gave up) records nothing and, for a half-open
 /// probe, frees its slot for another caller; dropped inside
 /// [`balance::timed_out`](crate::balance::timed_out), it records a
 /// `Timeout` failure (a timed-out probe is a failed probe).
+pub type Permit<'a> = PermitOf<&'a CircuitBreaker>;
+
+/// Like [`Permit`], but owning an `Arc` of its breaker, so it can live in a
+/// response future. From [`CircuitBreaker::try_acquire_owned`].
+pub type OwnedPermit = PermitOf<Arc<CircuitBreaker>>;
+
+/// A permit for one call, holding its breaker through `B` (a reference for
+/// [`Permit`], an `Arc` for [`OwnedPermit`]): one type, so recording,
+/// probing and the drop rule are written once.
 #[must_use = "dropping a permit records nothing; call `record` when the call completes"]
-pub struct Permit<'a> {
-    breaker: &'a CircuitBreaker,
+pub struct PermitOf<B: Deref<Target = CircuitBreaker>> {
+    breaker: B,
     ticket: Option<Ticket>,
     admitted: Instant,
 }
 
-impl<'a> Permit<'a> {
-    pub(crate) fn new(breaker: &'a CircuitBreaker, ticket: Ticket, admitted: Instant) -> Self {
+impl<B: Deref<Target = CircuitBreaker>> PermitOf<B> {
+    pub(crate) fn new(breaker: B, ticket: Ticket, admitted: Instant) -> Self {
         Self {
             breaker,
             ticket: Some(ticket),
@@ -75,61 +86,14 @@ impl<'a> Permit<'a> {
     pub fn is_probe(&self) -> bool {
         self.ticket.is_some_and(|t| t.probe.is_some())
     }
-}
-
-impl Drop for Permit<'_> {
-    fn drop(&mut self) {
-        if let Some(t) = self.ticket.take() {
-            settle_dropped(self.breaker, t, self.admitted);
-        }
-    }
-}
-
-impl fmt::Debug for Permit<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Permit")
-            .field("probe", &self.is_probe())
-            .finish()
-    }
-}
-
-/// Like [`Permit`], but owning an `Arc` of its breaker, so it can live in a
-/// response future. From [`CircuitBreaker::try_acquire_owned`].
-#[must_use = "dropping a permit records nothing; call `record` when the call completes"]
-pub struct OwnedPermit {
-    breaker: Arc<CircuitBreaker>,
-    ticket: Option<Ticket>,
-    admitted: Instant,
-}
-
-impl OwnedPermit {
-    pub(crate) fn new(breaker: Arc<CircuitBreaker>, ticket: Ticket, admitted: Instant) -> Self {
-        Self {
-            breaker,
-            ticket: Some(ticket),
-            admitted,
-        }
-    }
-
-    /// Records the call's outcome and latency; see [`Permit::record`].
-    pub fn record(mut self, outcome: Outcome, latency: Duration, now: Instant) {
-        if let Some(t) = self.ticket.take() {
-            self.breaker.record_ticket(t, outcome, latency, now);
-        }
-    }
-
-    /// True when this call is a half-open probe.
-    pub fn is_probe(&self) -> bool {
-        self.ticket.is_some_and(|t| t.probe.is_some())
-    }
 
     /// The breaker this permit came from.
-    pub fn breaker(&self) -> &Arc<CircuitBreaker> {
+    pub fn breaker(&self) -> &B {
         &self.breaker
     }
 }
 
-impl Drop for OwnedPermit {
+impl<B: Deref<Target = CircuitBreaker>> Drop for PermitOf<B> {
     fn drop(&mut self) {
         if let Some(t) = self.ticket.take() {
             settle_dropped(&self.breaker, t, self.admitted);
@@ -137,9 +101,9 @@ impl Drop for OwnedPermit {
     }
 }
 
-impl fmt::Debug for OwnedPermit {
+impl<B: Deref<Target = CircuitBreaker>> fmt::Debug for PermitOf<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OwnedPermit")
+        f.debug_struct("Permit")
             .field("probe", &self.is_probe())
             .finish()
     }

@@ -103,6 +103,7 @@
 
 mod balancer;
 mod endpoint;
+mod instruments;
 #[cfg(feature = "prometheus")]
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub mod prometheus;

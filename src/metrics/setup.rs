@@ -7,7 +7,7 @@ use opentelemetry::metrics::Meter;
 
 use super::DEFAULT_DURATION_BUCKETS;
 use super::balancer::BalanceMetrics;
-use crate::balance::{Builder, Observe};
+use crate::balance::Observe;
 use crate::error::ConfigError;
 
 /// Reads a retry layer's counters: retries, budget exhaustions, hedges.
@@ -113,41 +113,10 @@ impl fmt::Debug for Metrics {
     }
 }
 
-impl<K, S, P, C> Builder<K, S, P, C> {
-    /// Reports OpenTelemetry metrics (feature `metrics`; off by default),
-    /// labelling each endpoint with its key's `Display` (unless
-    /// [`labels`](Builder::labels) was set). The balancer takes the metrics'
-    /// name unless [`name`](Builder::name) was set. See [`crate::metrics`]
-    /// for the instruments and their cost.
-    pub fn metrics(mut self, metrics: Metrics) -> Self
-    where
-        K: fmt::Display,
-    {
-        if self.cfg.labels.is_none() {
-            self.cfg.labels = Some(Arc::new(|key: &K| key.to_string()));
-        }
-        self.observe_with(metrics)
-    }
-
-    /// Like [`metrics`](Self::metrics), with `label` turning a key into its
-    /// `lb.endpoint` attribute (and its label in health events). It is
-    /// called once per endpoint, when the endpoint joins; keep its output
-    /// bounded (no request data).
-    pub fn metrics_with(
-        self,
-        metrics: Metrics,
-        label: impl Fn(&K) -> String + Send + Sync + 'static,
-    ) -> Self {
-        self.labels(label).observe_with(metrics)
-    }
-
-    fn observe_with(mut self, metrics: Metrics) -> Self {
-        if self.cfg.name.is_none() {
-            self.cfg.name = Some(Arc::clone(&metrics.name));
-        }
-        self.cfg.observer = Some(Arc::new(move |built| {
-            BalanceMetrics::new(&metrics, built) as Arc<dyn Observe>
-        }));
-        self
+impl Metrics {
+    /// The builder's observer for these metrics: the balancer's
+    /// instruments, made when it is built.
+    pub(crate) fn observer(self) -> crate::balance::MakeObserver {
+        Arc::new(move |built| BalanceMetrics::new(&self, built) as Arc<dyn Observe>)
     }
 }
