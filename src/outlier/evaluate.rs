@@ -64,21 +64,12 @@ impl Detector {
             .unwrap_or(u32::MAX)
             .max(1);
 
-        let mut report = Evaluation::default();
-        for h in pool {
-            let h = h.as_ref();
-            match h.raw_ejected_until() {
-                0 => h.decay(steps),
-                until if until <= now_ns => {
-                    h.clear_ejection();
-                    report.returned += 1;
-                }
-                _ => {}
-            }
-        }
+        let mut report = Evaluation {
+            returned: return_expired(pool, steps, now_ns),
+            ..Evaluation::default()
+        };
         self.returned
             .fetch_add(report.returned as u64, Ordering::Relaxed);
-
         let samples: Vec<Sample> = pool
             .iter()
             .enumerate()
@@ -87,42 +78,7 @@ impl Detector {
                 counts: h.as_ref().take_counts(),
             })
             .collect();
-
-        let mut candidates: Vec<(usize, EjectionReason)> = Vec::new();
-        if let Some(rule) = &cfg.success_rate {
-            let found = rule.outliers(&samples);
-            candidates.extend(found.into_iter().map(|i| (i, EjectionReason::SuccessRate)));
-        }
-        if let Some(rule) = &cfg.failure_percentage {
-            let found = rule.outliers(&samples);
-            candidates.extend(
-                found
-                    .into_iter()
-                    .map(|i| (i, EjectionReason::FailurePercentage)),
-            );
-        }
-        if let Some(rule) = &cfg.latency {
-            let outliers = rule.outliers(&samples).unwrap_or_default();
-            let mut sustained = Vec::new();
-            for (i, h) in pool.iter().enumerate() {
-                let h = h.as_ref();
-                let outlier = !h.is_ejected(now_ns) && outliers.contains(&i);
-                if h.latency_strike(outlier) >= rule.consecutive_intervals {
-                    sustained.push(i);
-                }
-            }
-            // Keep the rule's slowest-first order.
-            candidates.extend(
-                outliers
-                    .into_iter()
-                    .filter(|i| sustained.contains(i))
-                    .map(|i| (i, EjectionReason::Latency)),
-            );
-        } else {
-            for h in pool {
-                h.as_ref().latency_strike(false);
-            }
-        }
+        let candidates = candidates(cfg, pool, &samples, now_ns);
 
         let mut ejected = count_ejected(pool, now_ns);
         let mut rng = Mix(rand);
@@ -136,4 +92,69 @@ impl Detector {
         self.store_cache(pool, now_ns);
         Some(report)
     }
+}
+
+/// Ends the ejections that expired (their endpoints return) and fades the
+/// others' multipliers by `steps` intervals; the number returned.
+fn return_expired<H: AsRef<HostStats>>(pool: &[H], steps: u32, now_ns: u64) -> usize {
+    let mut returned = 0;
+    for h in pool {
+        let h = h.as_ref();
+        match h.raw_ejected_until() {
+            0 => h.decay(steps),
+            until if until <= now_ns => {
+                h.clear_ejection();
+                returned += 1;
+            }
+            _ => {}
+        }
+    }
+    returned
+}
+
+/// The endpoints each enabled rule finds outlying this interval, in the
+/// rules' order (success rate, failure percentage, then sustained latency,
+/// slowest first), with the rule that found them.
+fn candidates<H: AsRef<HostStats>>(
+    cfg: &OutlierDetection,
+    pool: &[H],
+    samples: &[Sample],
+    now_ns: u64,
+) -> Vec<(usize, EjectionReason)> {
+    let mut candidates: Vec<(usize, EjectionReason)> = Vec::new();
+    if let Some(rule) = &cfg.success_rate {
+        let found = rule.outliers(samples);
+        candidates.extend(found.into_iter().map(|i| (i, EjectionReason::SuccessRate)));
+    }
+    if let Some(rule) = &cfg.failure_percentage {
+        let found = rule.outliers(samples);
+        candidates.extend(
+            found
+                .into_iter()
+                .map(|i| (i, EjectionReason::FailurePercentage)),
+        );
+    }
+    if let Some(rule) = &cfg.latency {
+        let outliers = rule.outliers(samples).unwrap_or_default();
+        let mut sustained = Vec::new();
+        for (i, h) in pool.iter().enumerate() {
+            let h = h.as_ref();
+            let outlier = !h.is_ejected(now_ns) && outliers.contains(&i);
+            if h.latency_strike(outlier) >= rule.consecutive_intervals {
+                sustained.push(i);
+            }
+        }
+        // Keep the rule's slowest-first order.
+        candidates.extend(
+            outliers
+                .into_iter()
+                .filter(|i| sustained.contains(i))
+                .map(|i| (i, EjectionReason::Latency)),
+        );
+    } else {
+        for h in pool {
+            h.as_ref().latency_strike(false);
+        }
+    }
+    candidates
 }
