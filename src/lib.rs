@@ -109,6 +109,10 @@ mod documents {
     struct Performance;
     #[doc = include_str!("../docs/conformance.md")]
     struct Conformance;
+    #[doc = include_str!("../docs/tails.md")]
+    struct Tails;
+    #[doc = include_str!("../docs/dependencies.md")]
+    struct Dependencies;
 }
 
 pub use balance::{Balance, Handle};
