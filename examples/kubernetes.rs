@@ -50,7 +50,7 @@ use http_body_util::Empty;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tower::ServiceExt;
-use tower_lb::discover::{self, kube::Kube};
+use tower_lb::discover::{self, Source, kube::Kube};
 use tower_lb::http;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -373,10 +373,9 @@ fn http_value_extremes() {
         field(Classifier::new().max_retry_after(MAX)),
         "max_retry_after"
     );
-    let dns =
-        |f: fn(tower_lb::discover::dns::DnsBuilder) -> tower_lb::discover::dns::DnsBuilder| {
-            field(f(tower_lb::discover::dns::Dns::builder("h", 80)).build())
-        };
+    let dns = |f: fn(tower_lb::discover::dns::Builder) -> tower_lb::discover::dns::Builder| {
+        field(f(tower_lb::discover::dns::Dns::builder("h", 80)).build())
+    };
     assert_eq!(dns(|b| b.interval(ZERO)), "dns.interval");
     assert_eq!(dns(|b| b.interval(MAX)), "dns.interval");
     assert_eq!(dns(|b| b.timeout(MAX)), "dns.timeout");

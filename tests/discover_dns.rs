@@ -15,6 +15,7 @@ use hickory_resolver::proto::op::{Message, MessageType, OpCode};
 use hickory_resolver::proto::rr::rdata::{A, SRV};
 use hickory_resolver::proto::rr::{Name, RData, Record, RecordType};
 use tower::{ServiceExt, service_fn};
+use tower_lb::discover::Source;
 use tower_lb::discover::dns::{
     self, Dns, HickoryResolver, Resolve, Resolved, SRV_TARGET_LABEL, SRV_ZERO_WEIGHT, SrvRecord,
     SrvResolved,
@@ -216,7 +217,7 @@ async fn a_failure_keeps_serving_and_emits_one_event() {
 
 #[test]
 fn bad_ttl_bounds_are_config_errors() {
-    let field = |b: dns::DnsBuilder| b.build().err().map(|e| e.field());
+    let field = |b: dns::Builder| b.build().err().map(|e| e.field());
     assert_eq!(
         field(Dns::builder("h", 1).min_ttl(Duration::ZERO)),
         Some("dns.min_ttl")

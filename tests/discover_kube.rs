@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 use tower::util::BoxCloneSyncService;
 use tower::{ServiceExt, service_fn};
+use tower_lb::discover::Source;
 use tower_lb::discover::kube::{HINTS_LABEL, Kube};
 use tower_lb::{Balance, Handle, pick};
 
@@ -357,7 +358,7 @@ fn bad_configuration_is_a_config_error() {
     let client = || {
         kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap()
     };
-    let field = |b: tower_lb::discover::kube::KubeBuilder| b.build().err().map(|e| e.field());
+    let field = |b: tower_lb::discover::kube::Builder| b.build().err().map(|e| e.field());
     assert_eq!(
         field(Kube::builder(client(), "", "s", "http")),
         Some("kube.namespace")

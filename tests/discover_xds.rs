@@ -18,6 +18,7 @@ use envoy_types::pb::envoy::config::core::v3::HealthStatus::{Draining, Healthy, 
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use tower::util::BoxCloneSyncService;
 use tower::{ServiceExt, service_fn};
+use tower_lb::discover::Source;
 use tower_lb::discover::xds::{CLUSTER_LABEL, Xds};
 use tower_lb::retry::Backoff;
 use tower_lb::{Balance, Handle, pick};
@@ -247,7 +248,7 @@ async fn the_balancer_follows_the_assignment_and_acks_or_nacks() {
 
 #[test]
 fn bad_configuration_is_a_config_error() {
-    let field = |b: tower_lb::discover::xds::XdsBuilder| b.build().err().map(|e| e.field());
+    let field = |b: tower_lb::discover::xds::Builder| b.build().err().map(|e| e.field());
     assert_eq!(
         field(Xds::builder("not a uri").cluster("c")),
         Some("xds.server")

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tower::service_fn;
+use tower_lb::discover::Source;
 use tower_lb::discover::dns::{self, Dns, Resolve, TokioResolver};
 use tower_lb::http::{Origin, balance};
 use tower_lb::{Balance, Handle, pick};
@@ -232,7 +233,7 @@ async fn origin_endpoints_feed_an_http_balancer() {
 
 #[test]
 fn bad_configuration_is_a_config_error() {
-    let field = |b: dns::DnsBuilder| b.build().err().map(|e| e.field());
+    let field = |b: dns::Builder| b.build().err().map(|e| e.field());
     assert_eq!(field(Dns::builder("", 80)), Some("dns.host"));
     assert_eq!(field(Dns::builder("h", 0)), Some("dns.port"));
     assert_eq!(

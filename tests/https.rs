@@ -415,6 +415,7 @@ async fn a_removed_replica_closes_its_http1_connection_after_its_last_request() 
 #[cfg(feature = "dns")]
 #[tokio::test]
 async fn dns_discovery_feeds_addresses_to_https_replicas() {
+    use tower_lb::discover::Source;
     use tower_lb::discover::dns::{Dns, Resolve};
 
     /// Answers with the replicas' addresses, whatever the name.

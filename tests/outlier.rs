@@ -9,8 +9,8 @@ use std::time::Duration;
 use proptest::prelude::*;
 use tower_lb::classify::{FailureKind, Outcome};
 use tower_lb::outlier::{
-    Consecutive, Detector, EjectionReason, FailurePercentage, HostStats, LatencyOutlier,
-    OutlierDetection, OutlierDetectionBuilder, SuccessRate, max_ejections,
+    self, Consecutive, Detector, EjectionReason, FailurePercentage, HostStats, LatencyOutlier,
+    OutlierDetection, SuccessRate, max_ejections,
 };
 
 const SEC: u64 = 1_000_000_000;
@@ -26,7 +26,7 @@ fn pool(n: usize) -> Vec<HostStats> {
 
 /// A builder with every rule off and no jitter, so each test turns on what
 /// it exercises.
-fn none() -> OutlierDetectionBuilder {
+fn none() -> outlier::Builder {
     OutlierDetection::builder()
         .max_ejection_jitter(Duration::ZERO)
         .consecutive_failures(None)
@@ -879,7 +879,7 @@ fn defaults_follow_envoy() {
 fn every_invalid_field_is_named() {
     let b = OutlierDetection::builder;
     let d0 = Duration::ZERO;
-    let cases: Vec<(OutlierDetectionBuilder, &str)> = vec![
+    let cases: Vec<(outlier::Builder, &str)> = vec![
         (b().interval(d0), "outlier.interval"),
         (b().base_ejection_time(d0), "outlier.base_ejection_time"),
         (

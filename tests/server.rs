@@ -168,7 +168,7 @@ async fn a_dropped_call_leaves_the_count() {
 
 #[test]
 fn bad_settings_are_named() {
-    let field = |b: tower_lb::server::ServerLoadBuilder| b.build().unwrap_err().field();
+    let field = |b: tower_lb::server::Builder| b.build().unwrap_err().field();
     assert_eq!(field(ServerLoad::builder().workers(0)), "server.workers");
     assert_eq!(
         field(ServerLoad::builder().workers(u32::MAX)),

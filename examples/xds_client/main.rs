@@ -19,6 +19,7 @@ use std::time::Duration;
 use envoy_types::pb::envoy::config::core::v3::HealthStatus;
 use tower::util::BoxCloneSyncService;
 use tower::{ServiceExt, service_fn};
+use tower_lb::discover::Source;
 use tower_lb::discover::xds::Xds;
 use tower_lb::{Balance, pick};
 

@@ -3,17 +3,17 @@
 //!
 //! [`spawn`] starts one driver task per balancer. For each endpoint (of
 //! its [subset](crate::route::Subset), with subsetting) it runs
-//! the [`Probe`] every [`interval`](HealthCheckBuilder::interval) plus a
+//! the [`Probe`] every [`interval`](Builder::interval) plus a
 //! random jitter, or every
-//! [`no_traffic_interval`](HealthCheckBuilder::no_traffic_interval) while the
+//! [`no_traffic_interval`](Builder::no_traffic_interval) while the
 //! endpoint carries no traffic (Envoy's rule: idle endpoints cost fewer
-//! probes), each probe bounded by a [`timeout`](HealthCheckBuilder::timeout).
+//! probes), each probe bounded by a [`timeout`](Builder::timeout).
 //!
-//! * After [`unhealthy_threshold`](HealthCheckBuilder::unhealthy_threshold)
+//! * After [`unhealthy_threshold`](Builder::unhealthy_threshold)
 //!   failed probes in a row an endpoint **fails** its check: it takes no
 //!   picks and counts once as unhealthy in the [health census](crate::health)
 //!   (panic routing, with `RouteAll`, routes over it again when too few pass).
-//! * After [`healthy_threshold`](HealthCheckBuilder::healthy_threshold)
+//! * After [`healthy_threshold`](Builder::healthy_threshold)
 //!   passed probes in a row it **passes** again.
 //! * A new endpoint starts passing: discovery sources already admit only
 //!   ready endpoints, and breakers and outlier detection guard the first
@@ -117,8 +117,8 @@ impl Default for HealthCheck {
 
 impl HealthCheck {
     /// A builder starting from the defaults.
-    pub fn builder() -> HealthCheckBuilder {
-        HealthCheckBuilder {
+    pub fn builder() -> Builder {
+        Builder {
             cfg: Self::default(),
         }
     }
@@ -134,15 +134,19 @@ impl HealthCheck {
     }
 }
 
+/// The old name of [`Builder`].
+#[deprecated(since = "0.1.0", note = "renamed `tower_lb::check::Builder`")]
+pub type HealthCheckBuilder = Builder;
+
 /// Configures a [`HealthCheck`]; setters never fail, [`build`](Self::build)
 /// checks every value.
 #[derive(Debug, Clone, Copy)]
 #[must_use]
-pub struct HealthCheckBuilder {
+pub struct Builder {
     cfg: HealthCheck,
 }
 
-impl HealthCheckBuilder {
+impl Builder {
     /// Time between probes of an endpoint with traffic (> 0, ≤ one year;
     /// default [`DEFAULT_INTERVAL`]).
     pub fn interval(mut self, d: Duration) -> Self {

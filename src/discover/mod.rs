@@ -23,12 +23,14 @@
 //!   the error in its [`Stats`], and reports it with
 //!   [`Handle::report_discovery_error`](crate::Handle::report_discovery_error)
 //!   (a `tracing` event with the error's text).
-//! * `spawn` runs it as one task and returns a [`Driver`]: dropping the
+//! * Each implements [`Source`]: [`stats`](Source::stats), then
+//!   [`spawn`](Source::spawn) runs it as one task and returns a [`Driver`]: dropping the
 //!   driver stops the source, and so does dropping the balancer with all its
 //!   handles.
 
 mod driver;
 mod reconcile;
+mod source;
 mod stats;
 
 #[cfg(feature = "dns")]
@@ -43,6 +45,7 @@ pub mod xds;
 
 pub use driver::Driver;
 pub use reconcile::{Applied, Reconciler, Target, TargetState};
+pub use source::Source;
 pub use stats::Stats;
 
 #[cfg(feature = "dns")]

@@ -105,8 +105,8 @@ impl Default for OutlierDetection {
 
 impl OutlierDetection {
     /// A builder starting from the defaults.
-    pub fn builder() -> OutlierDetectionBuilder {
-        OutlierDetectionBuilder {
+    pub fn builder() -> Builder {
+        Builder {
             interval: DEFAULT_INTERVAL,
             base_ejection_time: DEFAULT_BASE_EJECTION_TIME,
             max_ejection_time: DEFAULT_MAX_EJECTION_TIME,
@@ -195,7 +195,7 @@ impl OutlierDetection {
 /// ```
 #[derive(Debug, Clone)]
 #[must_use]
-pub struct OutlierDetectionBuilder {
+pub struct Builder {
     interval: Duration,
     base_ejection_time: Duration,
     max_ejection_time: Duration,
@@ -203,7 +203,7 @@ pub struct OutlierDetectionBuilder {
     cfg: OutlierDetection,
 }
 
-impl OutlierDetectionBuilder {
+impl Builder {
     /// How often the interval rules run (> 0, at most one hour; default 10 s).
     pub fn interval(mut self, d: Duration) -> Self {
         self.interval = d;

@@ -13,17 +13,17 @@ use crate::time::nanos;
 /// `lb.outlier.ejections` metric ([`as_str`](Self::as_str)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EjectionReason {
-    /// [`consecutive_failures`](super::OutlierDetectionBuilder::consecutive_failures).
+    /// [`consecutive_failures`](super::Builder::consecutive_failures).
     ConsecutiveFailures,
-    /// [`consecutive_gateway_failures`](super::OutlierDetectionBuilder::consecutive_gateway_failures).
+    /// [`consecutive_gateway_failures`](super::Builder::consecutive_gateway_failures).
     ConsecutiveGatewayFailures,
-    /// [`consecutive_local_origin_failures`](super::OutlierDetectionBuilder::consecutive_local_origin_failures).
+    /// [`consecutive_local_origin_failures`](super::Builder::consecutive_local_origin_failures).
     ConsecutiveLocalOriginFailures,
-    /// [`success_rate`](super::OutlierDetectionBuilder::success_rate).
+    /// [`success_rate`](super::Builder::success_rate).
     SuccessRate,
-    /// [`failure_percentage`](super::OutlierDetectionBuilder::failure_percentage).
+    /// [`failure_percentage`](super::Builder::failure_percentage).
     FailurePercentage,
-    /// [`latency`](super::OutlierDetectionBuilder::latency).
+    /// [`latency`](super::Builder::latency).
     Latency,
 }
 

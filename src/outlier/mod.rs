@@ -84,10 +84,14 @@ mod rule;
 mod success_rate;
 
 pub use config::{
-    DEFAULT_BASE_EJECTION_TIME, DEFAULT_INTERVAL, DEFAULT_MAX_EJECTION_JITTER,
+    Builder, DEFAULT_BASE_EJECTION_TIME, DEFAULT_INTERVAL, DEFAULT_MAX_EJECTION_JITTER,
     DEFAULT_MAX_EJECTION_PERCENT, DEFAULT_MAX_EJECTION_TIME, MAX_EJECTION_BOUND, OutlierDetection,
-    OutlierDetectionBuilder, max_ejections,
+    max_ejections,
 };
+
+/// The old name of [`Builder`].
+#[deprecated(since = "0.1.0", note = "renamed `tower_lb::outlier::Builder`")]
+pub type OutlierDetectionBuilder = Builder;
 pub use consecutive::{
     Consecutive, DEFAULT_CONSECUTIVE_FAILURES, DEFAULT_CONSECUTIVE_GATEWAY_FAILURES,
     DEFAULT_CONSECUTIVE_LOCAL_ORIGIN_FAILURES,

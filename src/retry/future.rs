@@ -148,7 +148,7 @@ where
 {
     type Output = Output<S, Req>;
 
-    /// One method per phase ([`Phase`]); the deadline is checked first on
+    /// One method per phase of the call; the deadline is checked first on
     /// every turn, and it is ours too: attempts it cuts are timeouts.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();

@@ -10,18 +10,18 @@
 //!
 //! * **answers probes** at once, without calling the service: an HTTP
 //!   request carrying the [`PROBE_HEADER`] (or sent to a path set with
-//!   [`ServerLoadBuilder::probe_path`]), and a gRPC call to
+//!   [`Builder::probe_path`]), and a gRPC call to
 //!   [`GRPC_PROBE_PATH`] (answered trailers-only with `grpc-status: 0`);
 //!   the answer is a 200 with a load report and an empty body;
 //! * **attaches a load report** to every response
 //!   ([`orca::HEADER`](crate::orca::HEADER), TEXT form, unless
-//!   [`report_responses(false)`](ServerLoadBuilder::report_responses)):
+//!   [`report_responses(false)`](Builder::report_responses)):
 //!   the named metrics [`rif`](crate::orca::RIF_METRIC) and
 //!   [`latency_ms`](crate::orca::LATENCY_METRIC), `rps_fractional` and
 //!   `eps` over the last second (an error or a 5xx answer is an error),
 //!   and CPU and application utilization when known: set by the server
 //!   ([`set_cpu_utilization`](ServerLoad::set_cpu_utilization)), or from
-//!   the RIF when the server declares its [`workers`](ServerLoadBuilder::workers)
+//!   the RIF when the server declares its [`workers`](Builder::workers)
 //!   (busy workers over workers, and RIF over workers, which passes 1 when
 //!   requests queue).
 //!
@@ -143,8 +143,8 @@ impl ServerLoad {
     }
 
     /// A builder from the defaults.
-    pub fn builder() -> ServerLoadBuilder {
-        ServerLoadBuilder {
+    pub fn builder() -> Builder {
+        Builder {
             config: Config {
                 workers: None,
                 probe_path: None,
@@ -266,15 +266,19 @@ fn load(slot: &AtomicU64) -> Option<f64> {
     (!v.is_nan()).then_some(v)
 }
 
+/// The old name of [`Builder`].
+#[deprecated(since = "0.1.0", note = "renamed `tower_lb::server::Builder`")]
+pub type ServerLoadBuilder = Builder;
+
 /// Configures a [`ServerLoad`]; setters never fail, [`build`](Self::build)
 /// checks every value.
 #[derive(Debug, Clone)]
 #[must_use]
-pub struct ServerLoadBuilder {
+pub struct Builder {
     config: Config,
 }
 
-impl ServerLoadBuilder {
+impl Builder {
     /// The requests the server serves at once (its workers, threads or
     /// permits): the reports then carry CPU utilization `min(RIF, w) / w`
     /// and application utilization `RIF / w`, unless the server sets

@@ -14,7 +14,7 @@ use crate::pick::Picker;
 use crate::route::Routing;
 
 impl<K, S, P, C> Builder<K, S, P, C> {
-    /// Sets the picker (default [`PeakEwma`]).
+    /// Sets the picker (default [`PeakEwma`](crate::pick::PeakEwma)).
     pub fn picker<P2: Picker>(self, picker: P2) -> Builder<K, S, P2, C> {
         Builder {
             picker,
@@ -129,7 +129,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
 
     /// Time constant τ_f of each endpoint's failure ratio (> 0; default
     /// [`DEFAULT_FAILURE_DECAY`](crate::endpoint::DEFAULT_FAILURE_DECAY),
-    /// 2 s), which [`PeakEwma`] divides into its cost: how fast recent
+    /// 2 s), which [`PeakEwma`](crate::pick::PeakEwma) divides into its cost: how fast recent
     /// failures are forgiven. It also sets when a failed endpoint is tried
     /// again: 1.5 τ_f (3 s) after its last failure, or the failed call's
     /// penalty if longer (a `Retry-After`), it reads as idle and healthy at

@@ -2,8 +2,8 @@
 //! the addresses a host name, or an SRV name, resolves to.
 //!
 //! [`Dns`] resolves at once and again when the answer's TTL runs out
-//! (clamped to [`min_ttl`](DnsBuilder::min_ttl)..=[`max_ttl`](DnsBuilder::max_ttl)),
-//! or every [`interval`](DnsBuilder::interval) when the resolver exposes no
+//! (clamped to [`min_ttl`](Builder::min_ttl)..=[`max_ttl`](Builder::max_ttl)),
+//! or every [`interval`](Builder::interval) when the resolver exposes no
 //! TTL, and applies each answer through a [`Reconciler`]: new addresses are
 //! inserted (fresh state, slow start if configured), vanished ones removed
 //! (their in-flight requests drain), unchanged ones keep their model.
@@ -50,6 +50,7 @@ mod hickory;
 mod resolve;
 
 use std::fmt;
+use std::future::Future;
 use std::hash::Hash;
 use std::io;
 use std::net::SocketAddr;
@@ -57,7 +58,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Driver, Reconciler, Stats, Target, balancer_gone};
+use super::{Reconciler, Source, Stats, Target, balancer_gone};
 use crate::error::check_positive;
 use crate::pick::Picker;
 use crate::{ConfigError, Handle};
@@ -97,17 +98,21 @@ enum Query {
     Srv { name: String },
 }
 
+/// The old name of [`Builder`].
+#[deprecated(since = "0.1.0", note = "renamed `tower_lb::discover::dns::Builder`")]
+pub type DnsBuilder<R = TokioResolver> = Builder<R>;
+
 /// Configures a [`Dns`] driver; see the [module docs](self).
 #[derive(Debug, Clone)]
 #[must_use]
-pub struct DnsBuilder<R = TokioResolver> {
+pub struct Builder<R = TokioResolver> {
     query: Query,
     refresh: Refresh,
     timeout: Duration,
     resolver: R,
 }
 
-impl<R: Resolve> DnsBuilder<R> {
+impl<R: Resolve> Builder<R> {
     /// How often to resolve again when the answer has no TTL, or TTLs are
     /// not respected, and after a failure (> 0; default
     /// [`DEFAULT_INTERVAL`]).
@@ -143,8 +148,8 @@ impl<R: Resolve> DnsBuilder<R> {
     }
 
     /// Resolves with `resolver` instead of [`TokioResolver`].
-    pub fn resolver<R2: Resolve>(self, resolver: R2) -> DnsBuilder<R2> {
-        DnsBuilder {
+    pub fn resolver<R2: Resolve>(self, resolver: R2) -> Builder<R2> {
+        Builder {
             query: self.query,
             refresh: self.refresh,
             timeout: self.timeout,
@@ -210,7 +215,7 @@ pub struct Dns<R = TokioResolver> {
 impl Dns {
     /// A builder resolving `host` (a name or a literal IP) with `port`,
     /// using [`TokioResolver`].
-    pub fn builder(host: impl Into<String>, port: u16) -> DnsBuilder {
+    pub fn builder(host: impl Into<String>, port: u16) -> Builder {
         Self::with_query(Query::Host {
             host: host.into(),
             port,
@@ -220,12 +225,12 @@ impl Dns {
     /// A builder reading the SRV records of `name`
     /// (`_http._tcp.backend.internal`); needs a resolver that looks up SRV
     /// records, such as [`HickoryResolver`] (feature `dns-hickory`).
-    pub fn srv(name: impl Into<String>) -> DnsBuilder {
+    pub fn srv(name: impl Into<String>) -> Builder {
         Self::with_query(Query::Srv { name: name.into() })
     }
 
-    fn with_query(query: Query) -> DnsBuilder {
-        DnsBuilder {
+    fn with_query(query: Query) -> Builder {
+        Builder {
             query,
             refresh: Refresh {
                 interval: DEFAULT_INTERVAL,
@@ -258,11 +263,6 @@ impl fmt::Display for Failure {
 }
 
 impl<R: Resolve> Dns<R> {
-    /// The driver's counters (shared with the running driver).
-    pub fn stats(&self) -> Stats {
-        self.stats.clone()
-    }
-
     /// One round: the desired set and the answer's TTL.
     async fn round(&self) -> Result<(Vec<Target<SocketAddr>>, Option<Duration>), Failure> {
         let (targets, ttl) = match &self.query {
@@ -314,7 +314,7 @@ impl<R: Resolve> Dns<R> {
     /// other than its own `handle` is dropped (checked before each round);
     /// otherwise it runs until it is dropped. Cost per round: the lookups
     /// plus O(n) set arithmetic and at most one snapshot.
-    pub async fn run<K, S, P, C, F>(self, handle: Handle<K, S, P, C>, make: F)
+    async fn drive<K, S, P, C, F>(self, handle: Handle<K, S, P, C>, make: F)
     where
         K: Hash + Eq + Clone,
         P: Picker,
@@ -354,11 +354,25 @@ impl<R: Resolve> Dns<R> {
         self.stats.error(handle, "dns", &failure);
         started + self.refresh.interval
     }
+}
 
-    /// Spawns [`run`](Self::run) on the current tokio runtime; dropping the
-    /// returned [`Driver`] stops it. Read counters through
-    /// [`stats`](Self::stats) taken before.
-    pub fn spawn<K, S, P, C, F>(self, handle: Handle<K, S, P, C>, make: F) -> Driver
+fn min_ttl(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+impl<R: Resolve> Source for Dns<R> {
+    fn stats(&self) -> Stats {
+        self.stats.clone()
+    }
+
+    fn run<K, S, P, C, F>(
+        self,
+        handle: Handle<K, S, P, C>,
+        make: F,
+    ) -> impl Future<Output = ()> + Send + 'static
     where
         K: Hash + Eq + Clone + Send + Sync + 'static,
         S: Send + Sync + 'static,
@@ -366,13 +380,6 @@ impl<R: Resolve> Dns<R> {
         C: Send + Sync + 'static,
         F: FnMut(SocketAddr) -> Option<(K, S)> + Send + 'static,
     {
-        Driver::spawn(self.run(handle, make))
-    }
-}
-
-fn min_ttl(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
+        self.drive(handle, make)
     }
 }

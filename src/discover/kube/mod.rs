@@ -48,6 +48,7 @@
 mod slice;
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::hash::Hash;
 use std::net::SocketAddr;
 
@@ -57,7 +58,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, ResourceExt};
 
-use super::{Driver, Reconciler, Stats, Target, until_gone};
+use super::{Reconciler, Source, Stats, Target, until_gone};
 use crate::pick::Picker;
 use crate::{ConfigError, Handle};
 
@@ -66,18 +67,22 @@ pub use slice::{HINTS_LABEL, Port};
 /// The label Kubernetes puts on a Service's EndpointSlices.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
+/// The old name of [`Builder`].
+#[deprecated(since = "0.1.0", note = "renamed `tower_lb::discover::kube::Builder`")]
+pub type KubeBuilder = Builder;
+
 /// Configures a [`Kube`] driver; see the [module docs](self).
 #[must_use]
-pub struct KubeBuilder {
+pub struct Builder {
     client: kube::Client,
     namespace: String,
     service: String,
     port: Port,
 }
 
-impl std::fmt::Debug for KubeBuilder {
+impl std::fmt::Debug for Builder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KubeBuilder")
+        f.debug_struct("Builder")
             .field("namespace", &self.namespace)
             .field("service", &self.service)
             .field("port", &self.port)
@@ -85,7 +90,7 @@ impl std::fmt::Debug for KubeBuilder {
     }
 }
 
-impl KubeBuilder {
+impl Builder {
     /// Validates the configuration.
     ///
     /// # Errors
@@ -117,7 +122,7 @@ impl KubeBuilder {
 /// [module docs](self).
 #[derive(Debug)]
 pub struct Kube {
-    builder: KubeBuilder,
+    builder: Builder,
     stats: Stats,
 }
 
@@ -129,8 +134,8 @@ impl Kube {
         namespace: impl Into<String>,
         service: impl Into<String>,
         port: impl Into<Port>,
-    ) -> KubeBuilder {
-        KubeBuilder {
+    ) -> Builder {
+        Builder {
             client,
             namespace: namespace.into(),
             service: service.into(),
@@ -138,16 +143,11 @@ impl Kube {
         }
     }
 
-    /// The driver's counters (shared with the running driver).
-    pub fn stats(&self) -> Stats {
-        self.stats.clone()
-    }
-
     /// Keeps `handle`'s balancer in step with the Service's slices until
     /// every `Balance` and other `Handle` of it is dropped (checked every
     /// second) or the future is dropped. `make` turns a new address into
-    /// the endpoint's key and service, as for [`Dns::run`](super::dns::Dns::run).
-    pub async fn run<K, S, P, C, F>(self, handle: Handle<K, S, P, C>, make: F)
+    /// the endpoint's key and service, as for [`Source::run`](super::Source::run).
+    async fn drive<K, S, P, C, F>(self, handle: Handle<K, S, P, C>, make: F)
     where
         K: Hash + Eq + Clone,
         P: Picker,
@@ -203,10 +203,18 @@ impl Kube {
             }
         }
     }
+}
 
-    /// Spawns [`run`](Self::run) on the current tokio runtime; dropping the
-    /// returned [`Driver`] stops it.
-    pub fn spawn<K, S, P, C, F>(self, handle: Handle<K, S, P, C>, make: F) -> Driver
+impl Source for Kube {
+    fn stats(&self) -> Stats {
+        self.stats.clone()
+    }
+
+    fn run<K, S, P, C, F>(
+        self,
+        handle: Handle<K, S, P, C>,
+        make: F,
+    ) -> impl Future<Output = ()> + Send + 'static
     where
         K: Hash + Eq + Clone + Send + Sync + 'static,
         S: Send + Sync + 'static,
@@ -214,6 +222,6 @@ impl Kube {
         C: Send + Sync + 'static,
         F: FnMut(SocketAddr) -> Option<(K, S)> + Send + 'static,
     {
-        Driver::spawn(self.run(handle, make))
+        self.drive(handle, make)
     }
 }

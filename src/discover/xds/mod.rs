@@ -51,6 +51,7 @@ mod ads;
 mod assignment;
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::hash::Hash;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -59,7 +60,7 @@ use envoy_types::pb::envoy::config::core::v3 as core;
 use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
 use tonic::transport::Endpoint;
 
-use super::{Driver, Stats};
+use super::{Source, Stats};
 use crate::endpoint::Locality;
 use crate::pick::Picker;
 use crate::retry::Backoff;
@@ -85,10 +86,14 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 /// Default node id when none is set.
 pub const DEFAULT_NODE_ID: &str = "tower-lb";
 
+/// The old name of [`Builder`].
+#[deprecated(since = "0.1.0", note = "renamed `tower_lb::discover::xds::Builder`")]
+pub type XdsBuilder = Builder;
+
 /// Configures an [`Xds`] driver; see the [module docs](self).
 #[derive(Debug, Clone)]
 #[must_use]
-pub struct XdsBuilder {
+pub struct Builder {
     server: String,
     clusters: Vec<String>,
     node: core::Node,
@@ -97,7 +102,7 @@ pub struct XdsBuilder {
     connect_timeout: Duration,
 }
 
-impl XdsBuilder {
+impl Builder {
     /// Subscribes to the assignment of `cluster` (call once per cluster;
     /// their endpoints are merged into one set).
     pub fn cluster(mut self, cluster: impl Into<String>) -> Self {
@@ -215,8 +220,8 @@ pub struct Xds {
 impl Xds {
     /// A builder for the management server at `server`
     /// (`http://host:port`; `https://` needs tonic's TLS features).
-    pub fn builder(server: impl Into<String>) -> XdsBuilder {
-        XdsBuilder {
+    pub fn builder(server: impl Into<String>) -> Builder {
+        Builder {
             server: server.into(),
             clusters: Vec::new(),
             node: core::Node {
@@ -234,16 +239,11 @@ impl Xds {
         }
     }
 
-    /// The driver's counters (shared with the running driver).
-    pub fn stats(&self) -> Stats {
-        self.stats.clone()
-    }
-
     /// Keeps `handle`'s balancer in step with the clusters' assignments
     /// until every `Balance` and other `Handle` of it is dropped (checked
     /// every second) or the future is dropped. `make` turns a new address
     /// into the endpoint's key and service.
-    pub async fn run<K, S, P, C, F>(self, handle: Handle<K, S, P, C>, make: F)
+    async fn drive<K, S, P, C, F>(self, handle: Handle<K, S, P, C>, make: F)
     where
         K: Hash + Eq + Clone,
         P: Picker,
@@ -251,10 +251,18 @@ impl Xds {
     {
         ads::Client::new(self, make).run(handle).await;
     }
+}
 
-    /// Spawns [`run`](Self::run) on the current tokio runtime; dropping the
-    /// returned [`Driver`] stops it.
-    pub fn spawn<K, S, P, C, F>(self, handle: Handle<K, S, P, C>, make: F) -> Driver
+impl Source for Xds {
+    fn stats(&self) -> Stats {
+        self.stats.clone()
+    }
+
+    fn run<K, S, P, C, F>(
+        self,
+        handle: Handle<K, S, P, C>,
+        make: F,
+    ) -> impl Future<Output = ()> + Send + 'static
     where
         K: Hash + Eq + Clone + Send + Sync + 'static,
         S: Send + Sync + 'static,
@@ -262,6 +270,6 @@ impl Xds {
         C: Send + Sync + 'static,
         F: FnMut(SocketAddr) -> Option<(K, S)> + Send + 'static,
     {
-        Driver::spawn(self.run(handle, make))
+        self.drive(handle, make)
     }
 }

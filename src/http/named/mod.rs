@@ -222,7 +222,7 @@ impl<M: MakeClient> Replicas<M> {
     }
 
     /// The endpoint factory for discovery drivers (the `make` of
-    /// [`Dns::run`](crate::discover::dns::Dns::run) with feature `dns`): each new
+    /// [`Source::run`](crate::discover::Source::run) of [`Dns`](crate::discover::dns::Dns) with feature `dns`): each new
     /// address becomes `(addr, replica)`. An address the factory refuses
     /// (port 0, say) is skipped.
     pub fn discovery(
