@@ -24,6 +24,11 @@ usage: cargo lab [FLAGS]
   --utilization U[,U..]  open-loop scenarios: arrivals at this share of the
                          backends' capacity; several levels make a sweep (one
                          table per level, and p99 against load in the report)
+  --find-capacity        per picker, the highest load (users, or arrivals/s in
+                         an open loop) whose p99 and error rate hold the
+                         scenario's [capacity] target (default p99 <= 400 ms,
+                         errors <= 1%): coarse steps, then bisection; the p99
+                         against load curves go in the report
   --json FILE            write every number to FILE, and a chart next to it (.svg)
   --report FILE|none     the report page (tables and charts, HTML; default
                          lab-SCENARIO.html here); none writes no page
@@ -55,6 +60,8 @@ pub struct Args {
     /// `--report`: where the report page goes (`None`: nowhere); absent:
     /// `lab-SCENARIO.html` in the working directory.
     pub report: Option<Option<PathBuf>>,
+    /// `--find-capacity`.
+    pub find_capacity: bool,
 }
 
 /// Parses the flags; `Ok(None)` means `--help`.
@@ -65,6 +72,7 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, LabError> {
         json: None,
         levels: Vec::new(),
         report: None,
+        find_capacity: false,
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -84,6 +92,7 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, LabError> {
             "--quiet" | "-q" => a.opts.quiet = true,
             "--warm-select" => a.opts.warm_select = true,
             "--per-thread-load" => a.opts.per_thread_load = true,
+            "--find-capacity" => a.find_capacity = true,
             "--utilization" => {
                 let v = value(flag)?;
                 let mut levels = Vec::new();

@@ -60,7 +60,7 @@ pub async fn open_loop<S, B>(clients: Vec<S>, open: OpenLoop, plan: Arc<Plan>, r
 where
     S: Service<LabRequest, Response = http::Response<B>> + Clone + Send + 'static,
     S::Future: Send,
-    S::Error: Send,
+    S::Error: Send + std::fmt::Display,
     B: hyper::body::Body + Send + 'static,
     B::Data: Send,
     B::Error: Send,

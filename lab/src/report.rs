@@ -72,6 +72,9 @@ pub struct PickerReport {
     pub requests: u64,
     /// Requests that failed as the user saw them (no answer, 5xx, balancer error).
     pub errors: u64,
+    /// Errors by status (`"503"`, `"409"`) and by kind when there was no
+    /// answer (`"timeout"`, `"connect"`, `"body"`, `"other"`).
+    pub errors_by: std::collections::BTreeMap<String, u64>,
     /// `requests / duration_s`.
     pub rps: f64,
     /// `errors / requests`.
@@ -87,6 +90,10 @@ pub struct PickerReport {
     pub in_flight_end: Vec<usize>,
     /// Retries sent by the retry layer (`null` without one).
     pub retries: Option<u64>,
+    /// Failed requests the retry layer would have retried but could not
+    /// send again (a POST without `non_idempotent`; `null` without a
+    /// retry layer).
+    pub not_replayable: Option<u64>,
     /// Outlier ejections of each backend, summed over the clients'
     /// balancers (`null` without `[resilience.outlier]`).
     pub ejections: Option<Vec<u64>>,
@@ -133,6 +140,9 @@ pub struct PickerReport {
     pub route: Option<String>,
     /// Connections, load, zones and priorities (`null` without `[fleet]`).
     pub fleet: Option<FleetStats>,
+    /// Throughput per replica count and time to share of each join
+    /// (`null` when no backend joins or leaves).
+    pub membership: Option<super::membership::Membership>,
 }
 
 /// What a peer row ran.

@@ -133,6 +133,13 @@ pub async fn serve_metrics(exporter: Exporter) -> Result<(SocketAddr, AbortOnDro
 /// A task aborted when this is dropped.
 pub struct AbortOnDrop(JoinHandle<()>);
 
+impl AbortOnDrop {
+    /// Aborts `task` when dropped.
+    pub fn new(task: JoinHandle<()>) -> Self {
+        Self(task)
+    }
+}
+
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();

@@ -55,6 +55,7 @@ impl Report {
         let mut out = String::new();
         self.extras(&mut out);
         super::fleet::table(self, &mut out);
+        super::membership::table(self, &mut out);
         for n in &self.notes {
             let _ = writeln!(out, "note: {n}");
         }
@@ -104,14 +105,26 @@ impl Report {
         }
     }
 
-    /// Retries, ejections and breaker openings, and the open loop's
-    /// arrivals, one line per row that has any.
+    /// Errors by status and kind, retries (and failures not replayed),
+    /// ejections and breaker openings, and the open loop's arrivals, one
+    /// line per row that has any.
     fn extras(&self, out: &mut String) {
         let per_backend = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join("/");
         for r in &self.runs {
             let mut parts = Vec::new();
+            if !r.errors_by.is_empty() {
+                let split: Vec<String> = r
+                    .errors_by
+                    .iter()
+                    .map(|(k, n)| format!("{k} {n}"))
+                    .collect();
+                parts.push(format!("errors {}", split.join(", ")));
+            }
             if let Some(n) = r.retries {
                 parts.push(format!("{n} retries"));
+            }
+            if let Some(n) = r.not_replayable.filter(|n| *n > 0) {
+                parts.push(format!("{n} not replayed (non-idempotent)"));
             }
             if let Some(v) = &r.ejections {
                 parts.push(format!("ejections {}", per_backend(v)));

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::uri::{Authority, Scheme, Uri};
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tower::Service;
@@ -205,7 +205,7 @@ pub async fn run(
     let through = Through(Arc::new(Parts {
         client: Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
-            .build_http::<Empty<Bytes>>(),
+            .build_http::<Full<Bytes>>(),
         authority,
         tags: sc
             .backends

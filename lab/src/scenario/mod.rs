@@ -11,21 +11,30 @@ use serde::Deserialize;
 use super::error::LabError;
 use super::peers::PeerSpec;
 
+mod capacity;
 mod fleet;
 mod load;
+pub mod membership;
 mod picker;
 mod resilience;
+mod resource;
 mod rows;
 mod slowdown;
 mod streams;
 mod units;
 
+pub use capacity::{
+    Capacity, CapacitySpec, DEFAULT_BISECT, DEFAULT_ERRORS, DEFAULT_MAX_STEPS, DEFAULT_P99,
+    MAX_BISECT, MAX_STEPS,
+};
 pub use fleet::{FleetSpec, Variant};
 pub use load::{
-    Arrivals, ClientIps, DEFAULT_DRAIN, Load, OpenLoop, Stage, capacity, check_utilization,
+    Arrivals, ClientIps, DEFAULT_DRAIN, Load, MAX_BODY, Method, OpenLoop, Stage, capacity,
+    check_utilization,
 };
 pub use picker::{PickerName, known_pickers};
-pub use resilience::{Resilience, RetrySpec};
+pub use resilience::{Resilience, RetrySpec, SlowStartSpec};
+pub use resource::{DEFAULT_STATUS, MAX_SLOTS, ResourceSpec};
 pub use slowdown::{Slowdown, SlowdownSpec, schedules};
 pub use streams::{Streams, Tracking};
 pub use units::{DelaySpec, Dur, parse_duration};
@@ -77,6 +86,11 @@ pub const SHIPPED: &[(&str, &str)] = &[
         "steady-fleet",
         include_str!("../../scenarios/steady-fleet.toml"),
     ),
+    ("scale-out", include_str!("../../scenarios/scale-out.toml")),
+    (
+        "shared-bottleneck",
+        include_str!("../../scenarios/shared-bottleneck.toml"),
+    ),
 ];
 
 /// A whole scenario file.
@@ -117,6 +131,12 @@ pub struct Scenario {
     /// `[fleet]`: route-step variants, zones and their round trips.
     #[serde(default)]
     pub fleet: Option<FleetSpec>,
+    /// `[[resource]]`: what backends share (a database's pool).
+    #[serde(default, rename = "resource")]
+    pub resources: Vec<ResourceSpec>,
+    /// `[capacity]`: how `--find-capacity` searches.
+    #[serde(default)]
+    pub capacity: Option<CapacitySpec>,
 }
 
 fn unit_weight() -> f64 {
@@ -155,6 +175,16 @@ pub struct BackendSpec {
     /// Steps at which it may run slower (see [`SlowdownSpec`]).
     #[serde(default)]
     pub slowdown: Option<SlowdownSpec>,
+    /// The `[[resource]]`s each of its requests takes a slot of, in order.
+    #[serde(default)]
+    pub uses: Vec<String>,
+    /// It joins the balancers at this time (since the row's start);
+    /// absent: it is there from the start.
+    #[serde(default)]
+    pub join: Option<Dur>,
+    /// It leaves the balancers at this time; absent: it stays.
+    #[serde(default)]
+    pub leave: Option<Dur>,
 }
 
 /// A change of one backend at time `at`; each field present changes that
@@ -323,6 +353,14 @@ impl Scenario {
         if let Some(a) = &self.resilience.adaptive_concurrency {
             a.config()?;
         }
+        if let Some(s) = &self.resilience.slow_start {
+            s.config()?;
+        }
+        resource::validate(&self.resources, &self.backends)?;
+        membership::validate(&self.backends)?;
+        if let Some(c) = &self.capacity {
+            c.resolve(self.own_load(), !self.load.is_open())?;
+        }
         if let Some(p) = self.resilience.panic_threshold
             && !(0.0..=100.0).contains(&p)
         {
@@ -343,6 +381,17 @@ impl Scenario {
             .fold(self.load.vus, u32::max)
     }
 
+    /// The scenario's own load, as `--find-capacity` steps it: its most
+    /// users (closed loop), or its arrivals per second (open loop; 0 when
+    /// a utilization cannot be resolved).
+    pub fn own_load(&self) -> f64 {
+        match self.load.open(&self.backends, None) {
+            Ok(Some(o)) => o.rate,
+            Ok(None) => f64::from(self.max_vus()),
+            Err(_) => 0.0,
+        }
+    }
+
     /// Whether `picker` sees the backends' weights.
     pub fn weighted(&self, picker: PickerName) -> bool {
         self.weights_for
@@ -361,9 +410,11 @@ impl Scenario {
     /// slowdowns): then the chart draws latency over time.
     pub fn has_events(&self) -> bool {
         !self.load.stages.is_empty()
-            || self
-                .backends
-                .iter()
-                .any(|b| !b.events.is_empty() || b.slowdown.is_some())
+            || self.backends.iter().any(|b| {
+                !b.events.is_empty()
+                    || b.slowdown.is_some()
+                    || b.join.is_some()
+                    || b.leave.is_some()
+            })
     }
 }
