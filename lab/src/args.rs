@@ -20,6 +20,9 @@ usage: cargo lab [FLAGS]
   --pickers a,b,...      pickers to compare (overrides the scenario)
   --peers nginx,haproxy  central proxies in front of the same backends, one row
                          per policy (http mode; nginx:least_conn for one policy;
+                         :keepalive=off for a connection per request to the
+                         backends, :conns=N for nginx's worker_connections or
+                         haproxy's maxconn, e.g. nginx,nginx:keepalive=off;
                          none for no peers; overrides the scenario)
   --utilization U[,U..]  open-loop scenarios: arrivals at this share of the
                          backends' capacity; several levels make a sweep (one

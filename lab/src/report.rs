@@ -154,6 +154,11 @@ pub struct PeerInfo {
     pub version: String,
     /// The policy, as `--peers` names it (`least_conn`).
     pub policy: String,
+    /// Keep-alive to the backends (`--peers nginx:keepalive=off`).
+    pub keepalive: bool,
+    /// `worker_connections` (nginx) or `maxconn` (haproxy) when set
+    /// (`:conns=N`); `null`: the lab's default.
+    pub conns: Option<u32>,
     /// The whole config file it ran (ports included).
     pub config: String,
 }

@@ -99,7 +99,7 @@ impl Report {
         if !proxies.is_empty() {
             let _ = writeln!(
                 out,
-                "peers: {} (keep-alive to the backends; their share and in-flight as the backends counted them)",
+                "peers: {} (keep-alive to the backends unless the row says keepalive=off; their share and in-flight as the backends counted them)",
                 proxies.join(", ")
             );
         }

@@ -92,6 +92,16 @@ pub async fn run_found(
             sc.load.clients
         ));
     }
+    if sc
+        .backends
+        .iter()
+        .any(|b| b.join.is_some() || b.leave.is_some())
+    {
+        report.notes.push(
+            "peers: a proxy's upstream is its config file: backends that join or leave are in it from the start"
+                .into(),
+        );
+    }
     if !sc.load.overhead.0.is_zero() {
         report.notes.push(
             "peers: load.overhead (a modelled proxy hop) is not added: the hop is real".into(),
@@ -234,6 +244,8 @@ pub async fn run(
         proxy: peer.proxy.name().to_string(),
         version: inst.version.clone(),
         policy: peer.policy.token().to_string(),
+        keepalive: peer.settings.keepalive,
+        conns: peer.settings.conns,
         config: running.config.clone(),
     });
     // The proxy stops before its backends do.
