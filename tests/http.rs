@@ -329,6 +329,80 @@ async fn gateway_answers_fail_the_endpoint_and_4xx_do_not() {
     assert_eq!(state.requests(), 4);
 }
 
+/// An axum gateway that forwards every request through a Maglev balancer
+/// keyed by the incoming connection (axum's `ConnectInfo`, read with
+/// `Connection::peer_from`) to eight echo backends; returns its address.
+async fn connection_hash_gateway() -> SocketAddr {
+    use axum::extract::{ConnectInfo, Request};
+    use tower_lb::http::Connection;
+    let mut origins = Vec::new();
+    for i in 0..8 {
+        origins.push(format!("http://{}", echo_backend(&format!("b{i}")).await));
+    }
+    let key = Connection::peer_from(|ext| ext.get::<ConnectInfo<SocketAddr>>().map(|c| c.0));
+    let lb = balance(hyper_client(), &origins)
+        .unwrap()
+        .picker(pick::Maglev::new(key))
+        .build()
+        .unwrap();
+    let app = axum::Router::new().fallback(move |req: Request| {
+        let lb = lb.clone();
+        async move {
+            // The parts (with axum's `ConnectInfo` among the extensions) go
+            // upstream; the body is empty in this test.
+            let (parts, _) = req.into_parts();
+            let res = lb
+                .oneshot(http::Request::from_parts(parts, Empty::new()))
+                .await;
+            let body = res.unwrap().into_body().collect().await.unwrap().to_bytes();
+            axum::body::Body::from(body)
+        }
+    });
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = app.into_make_service_with_connect_info::<SocketAddr>();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+/// Azure's 5-tuple effect through a real axum gateway: the requests of one
+/// kept-alive connection all reach one backend, while a new connection per
+/// request (a new source port each) spreads like round robin.
+#[tokio::test]
+async fn the_connection_key_keeps_a_connection_and_spreads_new_ones() {
+    let gw = connection_hash_gateway().await;
+    let get = |client: &HyperClient| {
+        let req = http::Request::get(format!("http://{gw}/x"))
+            .body(Empty::new())
+            .unwrap();
+        let res = client.request(req);
+        async move {
+            let body = res
+                .await
+                .unwrap()
+                .into_body()
+                .collect()
+                .await
+                .unwrap()
+                .to_bytes();
+            Echo::parse(&body).get("backend").to_owned()
+        }
+    };
+    let kept = hyper_client();
+    let mut one_connection = std::collections::HashSet::new();
+    for _ in 0..20 {
+        one_connection.insert(get(&kept).await);
+    }
+    assert_eq!(one_connection.len(), 1, "{one_connection:?}");
+    let mut new_connections = std::collections::HashSet::new();
+    for _ in 0..24 {
+        new_connections.insert(get(&hyper_client()).await);
+    }
+    // 24 uniform draws over 8 backends land on at most 3 of them with
+    // probability below 1e-8.
+    assert!(new_connections.len() >= 4, "{new_connections:?}");
+}
+
 #[tokio::test]
 async fn hyper_client_example_answers_from_every_backend() {
     let answers = hyper_client::run(6).await.unwrap();

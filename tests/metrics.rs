@@ -549,6 +549,13 @@ async fn dashboard_queries_name_exported_metrics() {
     ] {
         assert!(queried.contains(family), "dashboard lacks {family}");
     }
+    // Failures are shown by kind.
+    assert!(
+        exprs
+            .iter()
+            .any(|e| e.contains("lb_requests_total") && e.contains("by (lb_name, kind)")),
+        "the dashboard splits failures by kind"
+    );
 }
 
 /// Every `expr` string anywhere in the dashboard.
@@ -565,4 +572,213 @@ fn collect_exprs(v: &serde_json::Value, out: &mut Vec<String>) {
         serde_json::Value::Array(a) => a.iter().for_each(|v| collect_exprs(v, out)),
         _ => {}
     }
+}
+
+/// A backend written on the socket, so each path fails its own way: `/ok`,
+/// `/500`, `/503`, `/429` answer at once, `/late` answers 200 after 40 ms,
+/// `/slow` after 2 s, `/broken` promises 100 bytes, sends 5 and closes.
+async fn kinds_backend() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 1024];
+                loop {
+                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        match tcp.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                        continue;
+                    };
+                    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                    buf.drain(..end + 4);
+                    let path = head.split(' ').nth(1).unwrap_or("/").to_owned();
+                    let answer =
+                        |status: &str| format!("HTTP/1.1 {status}\r\ncontent-length: 2\r\n\r\nok");
+                    let text = match path.as_str() {
+                        "/500" => answer("500 Internal Server Error"),
+                        "/503" => answer("503 Service Unavailable"),
+                        "/429" => answer("429 Too Many Requests"),
+                        "/late" | "/slow" => {
+                            let ms = if path == "/late" { 40 } else { 2000 };
+                            tokio::time::sleep(Duration::from_millis(ms)).await;
+                            answer("200 OK")
+                        }
+                        "/broken" => {
+                            let _ = tcp
+                                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nshort")
+                                .await;
+                            return;
+                        }
+                        _ => answer("200 OK"),
+                    };
+                    if tcp.write_all(text.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// Each failure kind gets its own `lb_requests_total` series, labelled
+/// `kind`, once it happens: connect (a dead port), timeout (the balancer's
+/// 200 ms), gateway (503), overloaded (429), error (500), slow (over the
+/// classifier's 20 ms) and body (a body cut short). A kind that has not
+/// happened has no series.
+#[tokio::test]
+async fn every_failure_kind_appears_in_the_exposition() {
+    let live = kinds_backend().await;
+    let dead = {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let exporter = Exporter::new().unwrap();
+    let classifier = Classifier::new()
+        .slow_threshold(Duration::from_millis(20))
+        .unwrap();
+    let lb = tower_lb::http::balance(client(), [&live])
+        .unwrap()
+        .classify(classifier)
+        .timeout(Duration::from_millis(200))
+        .metrics(Metrics::new(&exporter.meter(), "kinds"))
+        .build()
+        .unwrap();
+    let on = |path: &str| http::Request::get(path).body(Empty::new()).unwrap();
+    let kinds = |text: &str| -> BTreeMap<String, f64> {
+        select(&parse(text), "lb_requests_total", &[("outcome", "failure")])
+            .iter()
+            .map(|s| (s.labels["kind"].clone(), s.value))
+            .collect()
+    };
+    for _ in 0..3 {
+        let res = lb.clone().oneshot(on("/ok")).await.unwrap();
+        res.into_body().collect().await.unwrap();
+    }
+    assert_eq!(kinds(&exporter.render().unwrap()), BTreeMap::new());
+
+    for (path, times) in [
+        ("/500", 1),
+        ("/503", 2),
+        ("/429", 3),
+        ("/late", 1),
+        ("/slow", 2),
+    ] {
+        for _ in 0..times {
+            if let Ok(res) = lb.clone().oneshot(on(path)).await {
+                let _ = res.into_body().collect().await;
+            }
+        }
+    }
+    let res = lb.clone().oneshot(on("/broken")).await.unwrap();
+    assert!(res.into_body().collect().await.is_err(), "the body is cut");
+    let to_dead = tower_lb::http::balance(client(), [&dead])
+        .unwrap()
+        .metrics(Metrics::new(&exporter.meter(), "dead"))
+        .build()
+        .unwrap();
+    // A clone: a dropped balancer stops reporting.
+    assert!(to_dead.clone().oneshot(on("/ok")).await.is_err());
+
+    let text = exporter.render().unwrap();
+    let mut want: BTreeMap<String, f64> = [
+        ("error", 1.0),
+        ("gateway", 2.0),
+        ("overloaded", 3.0),
+        ("slow", 1.0),
+        ("timeout", 2.0),
+        ("body", 1.0),
+    ]
+    .into_iter()
+    .map(|(k, n)| (k.to_owned(), n))
+    .collect();
+    let mine = |name: &str| -> BTreeMap<String, f64> {
+        select(
+            &parse(&text),
+            "lb_requests_total",
+            &[("lb_name", name), ("outcome", "failure")],
+        )
+        .iter()
+        .map(|s| (s.labels["kind"].clone(), s.value))
+        .collect()
+    };
+    assert_eq!(mine("kinds"), want, "{text}");
+    want = [("connect".to_owned(), 1.0)].into_iter().collect();
+    assert_eq!(mine("dead"), want, "{text}");
+    // Failures by kind and successes add up to the histogram's count.
+    let total = sum(&parse(&text), "lb_requests_total", &[("lb_name", "kinds")]);
+    let count = sum(
+        &parse(&text),
+        "lb_request_duration_seconds_count",
+        &[("lb_name", "kinds")],
+    );
+    assert_eq!(total, 3.0 + 9.0 + 1.0);
+    assert_eq!(count, total);
+    // Every kind the classifiers can produce has a name the dashboard's
+    // breakdown can show.
+    assert_eq!(
+        tower_lb::classify::FailureKind::NAMES.len(),
+        7,
+        "a new kind needs a series name"
+    );
+}
+
+/// The in-flight gauge reads the requests held at the moment of the
+/// scrape: four calls parked on a backend that answers only when told.
+#[tokio::test]
+async fn the_in_flight_gauge_counts_held_requests() {
+    let release = Arc::new(tokio::sync::Notify::new());
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    let gate = release.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let gate = gate.clone();
+            let svc = service_fn(move |_: hyper::Request<Incoming>| {
+                let gate = gate.clone();
+                async move {
+                    gate.notified().await;
+                    Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from("ok"))))
+                }
+            });
+            tokio::spawn(http1::Builder::new().serve_connection(TokioIo::new(tcp), svc));
+        }
+    });
+    let exporter = Exporter::new().unwrap();
+    let lb = tower_lb::http::balance(client(), [&origin])
+        .unwrap()
+        .metrics(Metrics::new(&exporter.meter(), "held"))
+        .build()
+        .unwrap();
+    let calls: Vec<_> = (0..4)
+        .map(|_| tokio::spawn(lb.clone().oneshot(get())))
+        .collect();
+    let gauge = || {
+        let text = exporter.render().unwrap();
+        sum(
+            &parse(&text),
+            "lb_endpoint_in_flight",
+            &[("lb_name", "held")],
+        )
+    };
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while gauge() < 4.0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("four requests in flight");
+    assert_eq!(gauge(), 4.0);
+    // Answer them one at a time until none is held.
+    for call in calls {
+        release.notify_one();
+        let res = call.await.unwrap().unwrap();
+        res.into_body().collect().await.unwrap();
+    }
+    assert_eq!(gauge(), 0.0);
 }

@@ -70,9 +70,45 @@ pub enum FailureKind {
     },
     /// The call succeeded but took longer than the slow-call threshold.
     Slow,
+    /// The answer's head arrived but its body failed before its end (a
+    /// reset stream, a connection lost mid-body), seen by the balancer's
+    /// body tracking. Judged like [`Error`](Self::Error) everywhere but in
+    /// metrics, which name it.
+    Body,
 }
 
 impl FailureKind {
+    /// The values of [`as_str`](Self::as_str), in the order of
+    /// [`index`](Self::index): the `kind` attribute of `lb.requests` (a
+    /// bounded set, one series per kind that happened).
+    pub const NAMES: [&'static str; 7] = [
+        "error",
+        "timeout",
+        "connect",
+        "gateway",
+        "overloaded",
+        "slow",
+        "body",
+    ];
+
+    /// The kind's name, without its hints (see [`NAMES`](Self::NAMES)).
+    pub fn as_str(&self) -> &'static str {
+        Self::NAMES[self.index()]
+    }
+
+    /// The kind's position in [`NAMES`](Self::NAMES).
+    pub fn index(&self) -> usize {
+        match self {
+            FailureKind::Error => 0,
+            FailureKind::Timeout => 1,
+            FailureKind::Connect => 2,
+            FailureKind::Gateway { .. } => 3,
+            FailureKind::Overloaded { .. } => 4,
+            FailureKind::Slow => 5,
+            FailureKind::Body => 6,
+        }
+    }
+
     /// The server's back-off hint, if the failure carried one.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {

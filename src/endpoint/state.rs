@@ -50,7 +50,8 @@ pub struct EndpointState {
     key_hash: u64,
     /// How events and metrics name the endpoint.
     label: Box<str>,
-    failures: AtomicU64,
+    /// Calls classified as failures, by [`FailureKind::index`].
+    failures: [AtomicU64; FailureKind::NAMES.len()],
     /// Completed calls classified `Ignore`.
     ignored: AtomicU64,
     /// Calls dropped before they ended (cancelled, lost hedges).
@@ -129,7 +130,7 @@ impl EndpointState {
             id: birth.id,
             key_hash: birth.key_hash,
             label: birth.label,
-            failures: AtomicU64::new(0),
+            failures: Default::default(),
             ignored: AtomicU64::new(0),
             abandoned: AtomicU64::new(0),
             outlier: HostStats::default(),
@@ -254,7 +255,16 @@ impl EndpointState {
 
     /// Calls classified as failures.
     pub fn failures(&self) -> u64 {
-        self.failures.load(Ordering::Relaxed)
+        self.failures
+            .iter()
+            .map(|f| f.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Calls classified as failures, by kind, in the order of
+    /// [`FailureKind::NAMES`].
+    pub fn failures_by_kind(&self) -> [u64; FailureKind::NAMES.len()] {
+        std::array::from_fn(|i| self.failures[i].load(Ordering::Relaxed))
     }
 
     /// Times the balancer picked this endpoint and dispatched a call to it:
@@ -345,7 +355,7 @@ impl EndpointState {
             }
             Outcome::Success => (lat, false),
             Outcome::Failure(kind) => {
-                self.failures.fetch_add(1, Ordering::Relaxed);
+                self.failures[kind.index()].fetch_add(1, Ordering::Relaxed);
                 if let (Some(cfg), FailureKind::Timeout | FailureKind::Overloaded { .. }) =
                     (&self.model.adaptive, kind)
                 {

@@ -168,7 +168,7 @@ impl<B: Body, T: EndOfStream> Body for TrackBody<B, T> {
                 },
             };
             if done && let Some(end) = this.end.take() {
-                let failed = failed.then_some(Outcome::Failure(FailureKind::Error));
+                let failed = failed.then_some(Outcome::Failure(FailureKind::Body));
                 end.finish(failed, trailers);
             }
         }

@@ -9,6 +9,9 @@ use http::header::{HeaderMap, HeaderName};
 use crate::error::ConfigError;
 use crate::pick::key::{RequestKey, hash_bytes, hash_ip};
 
+mod connection;
+pub use connection::{Connection, ConnectionAddrs, hash_connection};
+
 /// The value of a named header, hashed with [`hash_bytes`] over its raw
 /// bytes (exactly as received: no trimming, no case folding). A request
 /// without the header, or with an empty value, has no key. With several

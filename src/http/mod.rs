@@ -82,7 +82,10 @@ use std::collections::HashSet;
 
 pub use body::{EndOfStream, KeepHead, Track, TrackBody};
 pub use classify::{Classifier, ClassifyError, ClientErrors, ErrorHook, parse_retry_after};
-pub use key::{ClientIp, ConnectInfo, ForwardedFor, Header, Hop, Path, client_ip, first_hop};
+pub use key::{
+    ClientIp, ConnectInfo, Connection, ConnectionAddrs, ForwardedFor, Header, Hop, Path, client_ip,
+    first_hop, hash_connection,
+};
 pub use load_probe::LoadProbe;
 #[cfg(all(feature = "grpc", feature = "rustls"))]
 pub(crate) use named::server_name;

@@ -174,12 +174,20 @@ fn register(meter: &Meter, m: &Arc<BalanceMetrics>, health: &Health) {
     meter
         .u64_observable_counter("lb.requests")
         .with_unit("{request}")
-        .with_description("Calls completed per endpoint, by outcome")
+        .with_description("Calls completed per endpoint, by outcome and failure kind")
         .with_callback(move |o| {
             each(&wk, o, |s, em, o| {
-                let (total, failed) = (s.requests(), s.failures());
-                o.observe(total.saturating_sub(failed), &em.outcome[0]);
-                o.observe(failed, &em.outcome[1]);
+                let by_kind = s.failures_by_kind();
+                let failed: u64 = by_kind.iter().sum();
+                o.observe(s.requests().saturating_sub(failed), &em.outcome[0]);
+                // A kind's series appears once it happened (counters only
+                // grow, so it never vanishes): seven zero series per
+                // endpoint would crowd the exposition.
+                for (n, attrs) in by_kind.iter().zip(&em.failures) {
+                    if *n > 0 {
+                        o.observe(*n, attrs);
+                    }
+                }
             })
         })
         .build();

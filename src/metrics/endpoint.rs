@@ -11,7 +11,7 @@ use opentelemetry::metrics::{BoundHistogram, Histogram};
 use arc_swap::ArcSwap;
 
 use crate::breaker::State;
-use crate::classify::Outcome;
+use crate::classify::{FailureKind, Outcome};
 use crate::endpoint::{EndpointMeta, EndpointObserver};
 use crate::outlier::EjectionReason;
 
@@ -38,6 +38,9 @@ pub(crate) struct EndpointAttrs {
     pub(crate) base: Box<[KeyValue]>,
     /// `base` + `outcome`: success, failure.
     pub(crate) outcome: [Box<[KeyValue]>; 2],
+    /// `base` + `outcome` failure + `kind`, in the order of
+    /// [`FailureKind::NAMES`] (`lb.requests`' failure series).
+    pub(crate) failures: [Box<[KeyValue]>; FailureKind::NAMES.len()],
     /// `lb.request.duration` bound to the two `outcome` sets (`None` with
     /// [`Metrics::bound(false)`](super::Metrics::bound)).
     pub(crate) durations: Option<[BoundHistogram<f64>; 2]>,
@@ -81,7 +84,13 @@ impl EndpointAttrs {
             v.into_boxed_slice()
         };
         let outcome = [with("outcome", "success"), with("outcome", "failure")];
+        let failures = FailureKind::NAMES.map(|kind| {
+            let mut v = outcome[1].to_vec();
+            v.push(KeyValue::new("kind", kind));
+            v.into_boxed_slice()
+        });
         Self {
+            failures,
             durations: bind.then(|| [duration.bind(&outcome[0]), duration.bind(&outcome[1])]),
             outcome,
             health: HEALTH_STATES.map(|s| with("state", s)),

@@ -8,7 +8,7 @@
 //!
 //! | instrument | Prometheus name | kind | attributes |
 //! |---|---|---|---|
-//! | `lb.requests` | `lb_requests_total` | counter | endpoint, `outcome` (`success`/`failure`) |
+//! | `lb.requests` | `lb_requests_total` | counter | endpoint, `outcome` (`success`/`failure`), and for failures `kind` (`error`, `timeout`, `connect`, `gateway`, `overloaded`, `slow`, `body`: [`FailureKind::NAMES`](crate::classify::FailureKind::NAMES); a kind's series appears once it happened) |
 //! | `lb.request.duration` | `lb_request_duration_seconds` | histogram (s) | endpoint, `outcome` |
 //! | `lb.endpoint.in_flight` | `lb_endpoint_in_flight` | gauge | endpoint |
 //! | `lb.endpoint.health` | `lb_endpoint_health` | gauge 1/0 | endpoint, `state` (`healthy`, `ejected`, `open`, `half_open`, `forced_open`, `failing_check`, `draining`) |

@@ -79,7 +79,7 @@ pub(crate) fn class(outcome: Outcome) -> Class {
         Outcome::Failure(kind) => match kind {
             FailureKind::Slow => Class::Success,
             FailureKind::Overloaded { .. } => Class::Neutral,
-            FailureKind::Error => Class::Failure {
+            FailureKind::Error | FailureKind::Body => Class::Failure {
                 gateway: false,
                 local: false,
             },

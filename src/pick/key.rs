@@ -14,6 +14,7 @@
 //! | `ForwardedFor` (feature `http`) | the first hop of `X-Forwarded-For`: [`hash_ip`] of it when it is an IP address, else XXH64 of its bytes |
 //! | `ClientIp` (feature `http`) | the same, or the peer address without the header |
 //! | `Path` (feature `http`) | XXH64 (seed 0) of the URI path's bytes (no query) |
+//! | `Connection` (feature `http`) | the incoming connection: XXH64 (seed 0) of the peer's address and port and, when the server stored them, the local ones (`http::hash_connection`); one key per connection, as a layer-4 balancer's 5-tuple hash |
 //!
 //! The HTTP extractors live in [`crate::http`] (their one
 //! `X-Forwarded-For` parser is [`crate::http::first_hop`]) and are
@@ -38,7 +39,7 @@ use std::fmt;
 use std::net::IpAddr;
 
 #[cfg(feature = "http")]
-pub use crate::http::{ClientIp, ForwardedFor, Header, Path};
+pub use crate::http::{ClientIp, Connection, ForwardedFor, Header, Path};
 
 /// Extracts a 64-bit key from a request.
 ///

@@ -128,3 +128,64 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn connection_keys_both_ends_then_the_peer_alone() {
+    use std::net::SocketAddr;
+    let peer: SocketAddr = "198.51.100.2:41000".parse().unwrap();
+    let local: SocketAddr = "10.0.0.5:8080".parse().unwrap();
+    let with = |f: &dyn Fn(&mut http::Extensions)| {
+        let mut r = http::Request::new(());
+        f(r.extensions_mut());
+        Connection::new().key(&r)
+    };
+    let both = with(&|e| {
+        e.insert(ConnectionAddrs { peer, local });
+        e.insert(ConnectInfo(peer));
+    });
+    assert_eq!(both, Some(hash_connection(peer, Some(local))));
+    let peer_only = Some(hash_connection(peer, None));
+    assert_ne!(both, peer_only);
+    assert_eq!(
+        with(&|e| {
+            e.insert(ConnectInfo(peer));
+        }),
+        peer_only
+    );
+    assert_eq!(
+        with(&|e| {
+            e.insert(peer);
+        }),
+        peer_only
+    );
+    assert_eq!(with(&|_| {}), None);
+    // Another source port is another connection; IPv4 and its mapped IPv6
+    // spelling are one address.
+    let next: SocketAddr = "198.51.100.2:41001".parse().unwrap();
+    assert_ne!(hash_connection(next, None), hash_connection(peer, None));
+    let mapped: SocketAddr = "[::ffff:198.51.100.2]:41000".parse().unwrap();
+    assert_eq!(hash_connection(mapped, None), hash_connection(peer, None));
+    // The definition: XXH64 over the 18-byte ends.
+    let mut bytes = std::net::Ipv4Addr::new(198, 51, 100, 2)
+        .to_ipv6_mapped()
+        .octets()
+        .to_vec();
+    bytes.extend_from_slice(&41000u16.to_be_bytes());
+    assert_eq!(hash_connection(peer, None), hash_bytes(&bytes));
+}
+
+#[test]
+fn connection_reads_a_foreign_peer_type_through_peer_from() {
+    #[derive(Clone)]
+    struct Theirs(std::net::SocketAddr);
+    let peer: std::net::SocketAddr = "192.0.2.9:5000".parse().unwrap();
+    let mut r = http::Request::new(());
+    r.extensions_mut().insert(Theirs(peer));
+    let key = Connection::peer_from(|e| e.get::<Theirs>().map(|t| t.0));
+    assert_eq!(key.key(&r), Some(hash_connection(peer, None)));
+    // Our own types are not read by a reader of the caller's.
+    r.extensions_mut().insert(ConnectInfo(peer));
+    let other =
+        Connection::peer_from(|e| e.get::<Theirs>().map(|_| "192.0.2.10:1".parse().unwrap()));
+    assert_ne!(other.key(&r), key.key(&r));
+}
