@@ -27,6 +27,11 @@ usage: cargo lab [FLAGS]
   --utilization U[,U..]  open-loop scenarios: arrivals at this share of the
                          backends' capacity; several levels make a sweep (one
                          table per level, and p99 against load in the report)
+  --connections per_user|per_request
+                         hash pickers key on the users' connections (a
+                         layer-4 5-tuple hash): one kept-alive connection per
+                         user, or a new source port per request (overrides
+                         the scenario's [load] connections)
   --find-capacity        per picker, the highest load (users, or arrivals/s in
                          an open loop) whose p99 and error rate hold the
                          scenario's [capacity] target (default p99 <= 400 ms,
@@ -65,6 +70,8 @@ pub struct Args {
     pub report: Option<Option<PathBuf>>,
     /// `--find-capacity`.
     pub find_capacity: bool,
+    /// `--connections`.
+    pub connections: Option<scenario::Connections>,
 }
 
 /// Parses the flags; `Ok(None)` means `--help`.
@@ -76,6 +83,7 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, LabError> {
         levels: Vec::new(),
         report: None,
         find_capacity: false,
+        connections: None,
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -113,6 +121,17 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, LabError> {
                 a.levels = levels;
             }
             "--scenario" => a.scenario = value(flag)?,
+            "--connections" => {
+                a.connections = Some(match value(flag)?.as_str() {
+                    "per_user" => scenario::Connections::PerUser,
+                    "per_request" => scenario::Connections::PerRequest,
+                    v => {
+                        return Err(LabError::input(format!(
+                            "--connections: \"{v}\": give per_user or per_request"
+                        )));
+                    }
+                });
+            }
             "--json" => a.json = Some(PathBuf::from(value(flag)?)),
             "--report" => {
                 let v = value(flag)?;

@@ -92,7 +92,8 @@ where
             tokio::time::sleep_until(intended).await;
         }
         let c = rng.below(clients.len());
-        let req = plan.request(&mut rng, &sticky[c]);
+        // In an open loop each client balancer's arrivals are one "user".
+        let req = plan.request(&mut rng, &sticky[c], c as u32);
         let mut svc = clients[c].clone();
         let rec = rec.clone();
         tasks.spawn(async move {

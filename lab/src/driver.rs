@@ -13,6 +13,7 @@ use tower_lb::pick::{self, Pick};
 
 use super::backend::Backend;
 use super::balancers;
+use super::connections::LabKey;
 use super::endpoint::{LabRequest, targets};
 use super::error::LabError;
 use super::fleet;
@@ -224,7 +225,8 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
 }
 
 /// Runs one picker: the crate's, chosen from its registry by name (hash
-/// pickers read the client IP the users put in `X-Forwarded-For`, with the
+/// pickers read the client IP the users put in `X-Forwarded-For`, or with
+/// `[load] connections` the users' connections, with the
 /// ring's 150 virtual nodes per weight unit as in the study), or the oracle.
 async fn run_picker(
     ctx: &Ctx<'_>,
@@ -233,7 +235,8 @@ async fn run_picker(
     let r = match name {
         PickerName::Crate(n) => {
             run(ctx, name, |_| {
-                Timed(pick::AnyPicker::by_name(n, pick::ForwardedFor).expect("a registry name"))
+                let key = LabKey::for_load(ctx.sc.load.connections);
+                Timed(pick::AnyPicker::by_name(n, key).expect("a registry name"))
             })
             .await
         }

@@ -19,6 +19,7 @@ use tower::{Service, ServiceExt};
 
 use super::backend::Backend;
 use super::body::LabBody;
+use super::connections::User;
 use super::error::LabError;
 use super::record::Recorder;
 use super::replica::{self, Served};
@@ -126,6 +127,9 @@ impl Service<LabRequest> for Endpoint {
         let probe = req.headers().contains_key(tower_lb::server::PROBE_HEADER);
         if !probe {
             parts.rec.pick(parts.idx);
+            if let Some(&User(u)) = req.extensions().get::<User>() {
+                parts.rec.reached(u, parts.idx);
+            }
         }
         let overhead = parts.overhead;
         match parts.target.clone() {

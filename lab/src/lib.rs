@@ -20,6 +20,7 @@ pub mod backend;
 pub mod balancers;
 pub mod body;
 pub mod capacity;
+pub mod connections;
 pub mod discover;
 pub mod driver;
 pub mod endpoint;
@@ -60,7 +61,10 @@ pub fn cli(args: &[String]) -> Result<Vec<Report>, LabError> {
         println!("{USAGE}\n\npickers: {}", scenario::known_pickers());
         return Ok(Vec::new());
     };
-    let sc = Scenario::load(&a.scenario)?;
+    let mut sc = Scenario::load(&a.scenario)?;
+    if a.connections.is_some() {
+        sc.load.connections = a.connections;
+    }
     if a.find_capacity {
         if !a.levels.is_empty() {
             return Err(LabError::input(

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::outcome::Outcome;
 use super::report::{Latency, OpenStats, PickerReport, Second};
@@ -43,6 +43,9 @@ struct State {
     errors: u64,
     /// Errors by status and kind ([`Outcome::key`]).
     errors_by: BTreeMap<String, u64>,
+    /// With `[load] connections`: the backends each user's attempts
+    /// reached.
+    reached: BTreeMap<u32, BTreeSet<usize>>,
     /// Wall-clock ns in `Balance::call`, and in selection within it.
     call_ns: u128,
     select_ns: u128,
@@ -110,6 +113,17 @@ impl Recorder {
             if let Some(p) = s.buckets.get_mut(b).and_then(|b| b.picks.get_mut(idx)) {
                 *p += 1;
             }
+        });
+    }
+
+    /// An attempt of user `user` was dispatched to backend `idx` (with
+    /// `[load] connections`).
+    pub fn reached(&self, user: u32, idx: usize) {
+        if self.bucket(Instant::now()).is_none() {
+            return;
+        }
+        self.with(|s| {
+            s.reached.entry(user).or_default().insert(idx);
         });
     }
 
@@ -293,6 +307,7 @@ impl Recorder {
                 route: None,
                 fleet: None,
                 membership: None,
+                affinity: (!s.reached.is_empty()).then(|| super::connections::affinity(&s.reached)),
             }
         })
     }

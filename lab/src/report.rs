@@ -35,6 +35,10 @@ pub struct Report {
     pub arrival_rate: Option<f64>,
     /// Open loop at a share of capacity: that share (`null` otherwise).
     pub target_utilization: Option<f64>,
+    /// What the hash pickers key on: `"x-forwarded-for"`, or
+    /// `"connection per_user"` / `"connection per_request"` (`[load]
+    /// connections`).
+    pub hash_key: &'static str,
     /// The backends, in the order of every per-backend array.
     pub backends: Vec<BackendInfo>,
     /// Pickers skipped, settings not applied, and why.
@@ -143,6 +147,9 @@ pub struct PickerReport {
     /// Throughput per replica count and time to share of each join
     /// (`null` when no backend joins or leaves).
     pub membership: Option<super::membership::Membership>,
+    /// With `[load] connections`: how many backends each user reached
+    /// (`null` otherwise).
+    pub affinity: Option<super::connections::Affinity>,
 }
 
 /// What a peer row ran.
@@ -243,6 +250,11 @@ impl Report {
             clients: sc.load.clients,
             arrival_rate: None,
             target_utilization: None,
+            hash_key: match sc.load.connections {
+                None => "x-forwarded-for",
+                Some(super::scenario::Connections::PerUser) => "connection per_user",
+                Some(super::scenario::Connections::PerRequest) => "connection per_request",
+            },
             backends: sc
                 .backends
                 .iter()

@@ -89,6 +89,13 @@ impl Report {
                 let _ = writeln!(out, "backends: {}", names.join(", "));
             }
         }
+        if self.hash_key != "x-forwarded-for" {
+            let _ = writeln!(
+                out,
+                "hash pickers key on the users' connections ({}: source address and port, gateway address and port)",
+                self.hash_key
+            );
+        }
         let mut proxies: Vec<String> = Vec::new();
         for p in self.runs.iter().filter_map(|r| r.peer.as_ref()) {
             let v = format!("{} {}", p.proxy, p.version);
@@ -119,6 +126,13 @@ impl Report {
                     .map(|(k, n)| format!("{k} {n}"))
                     .collect();
                 parts.push(format!("errors {}", split.join(", ")));
+            }
+            if let Some(a) = &r.affinity {
+                parts.push(format!(
+                    "{:.2} backends per user, {:.1}% of users on one backend",
+                    a.backends_per_user,
+                    a.one_backend * 100.0
+                ));
             }
             if let Some(n) = r.retries {
                 parts.push(format!("{n} retries"));

@@ -16,7 +16,7 @@ use super::endpoint::{LabRequest, STREAM_HEADER};
 use super::outcome::Outcome;
 use super::random::{Rng, sub_seed};
 use super::record::{Answer, Recorder};
-use super::scenario::{ClientIps, OpenLoop, Scenario, Stage};
+use super::scenario::{ClientIps, Connections, OpenLoop, Scenario, Stage};
 use super::timed;
 
 /// The shared plan of the traffic: closed-loop users, or open-loop
@@ -43,6 +43,8 @@ pub struct Plan {
     /// Every request's method and body.
     method: http::Method,
     body: Bytes,
+    /// The users' connections, if the hash pickers key on them.
+    connections: Option<Connections>,
 }
 
 impl Plan {
@@ -71,6 +73,7 @@ impl Plan {
                 .map(|st| (st.share, st.hold.0.as_millis() as u64)),
             method: sc.load.method.http(),
             body: Bytes::from(vec![b'x'; sc.load.body as usize]),
+            connections: sc.load.connections,
         }
     }
 
@@ -91,8 +94,9 @@ impl Plan {
     /// A request as the plan sends it: `GET /test` (or the scenario's
     /// method and body), the client IP in
     /// `X-Forwarded-For` (fresh, or `sticky`), and (with `[streams]`) a
-    /// share of streams.
-    pub fn request(&self, rng: &mut Rng, sticky: &str) -> LabRequest {
+    /// share of streams; with `[load] connections`, user `user`'s
+    /// connection.
+    pub fn request(&self, rng: &mut Rng, sticky: &str, user: u32) -> LabRequest {
         let ip = match self.ips {
             ClientIps::PerRequest => random_ip(rng),
             ClientIps::PerUser => sticky.to_string(),
@@ -102,6 +106,9 @@ impl Plan {
         *req.method_mut() = self.method.clone();
         if let Ok(v) = http::HeaderValue::from_str(&ip) {
             req.headers_mut().insert("x-forwarded-for", v);
+        }
+        if let Some(how) = self.connections {
+            super::connections::stamp(&mut req, how, user, sticky, rng);
         }
         // Drawn only in scenarios with streams, so the others' random
         // sequences stay as they were.
@@ -144,7 +151,7 @@ where
             tokio::time::sleep_until(plan.next_change(now - plan.start)).await;
             continue;
         }
-        let req = plan.request(&mut rng, &sticky_ip);
+        let req = plan.request(&mut rng, &sticky_ip, u as u32);
         let sent = Instant::now();
         let answer = send(&mut lb, req).await;
         if answer.done >= plan.end {

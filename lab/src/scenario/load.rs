@@ -68,6 +68,21 @@ pub struct Load {
     /// Bytes of body each request carries (default 0, at most 1 MiB).
     #[serde(default)]
     pub body: u32,
+    /// The users' connections, and the hash pickers keyed on them
+    /// (`per_user` or `per_request`; absent: the hash pickers key on
+    /// `X-Forwarded-For`).
+    #[serde(default)]
+    pub connections: Option<Connections>,
+}
+
+/// How the users connect (see the lab's `connections` module).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Connections {
+    /// One kept-alive connection per user.
+    PerUser,
+    /// A new connection (a new source port) per request.
+    PerRequest,
 }
 
 /// The largest request body (a scenario's load is many of them).

@@ -31,8 +31,8 @@ pub use capacity::{
 };
 pub use fleet::{FleetSpec, Variant};
 pub use load::{
-    Arrivals, ClientIps, DEFAULT_DRAIN, Load, MAX_BODY, Method, OpenLoop, Stage, capacity,
-    check_utilization,
+    Arrivals, ClientIps, Connections, DEFAULT_DRAIN, Load, MAX_BODY, Method, OpenLoop, Stage,
+    capacity, check_utilization,
 };
 pub use picker::{PickerName, known_pickers};
 pub use resilience::{Resilience, RetrySpec, SlowStartSpec};
@@ -89,6 +89,10 @@ pub const SHIPPED: &[(&str, &str)] = &[
         include_str!("../../scenarios/steady-fleet.toml"),
     ),
     ("scale-out", include_str!("../../scenarios/scale-out.toml")),
+    (
+        "connection-hash",
+        include_str!("../../scenarios/connection-hash.toml"),
+    ),
     (
         "shared-bottleneck",
         include_str!("../../scenarios/shared-bottleneck.toml"),
