@@ -64,6 +64,8 @@ pub struct Backend {
     timer: Timer,
     /// The shared resources each request takes a slot of, in order.
     uses: Vec<Arc<Resource>>,
+    /// When it joins the balancers, if later than the start.
+    join: Option<Duration>,
 }
 
 /// Decrements a counter when dropped (also when the request is abandoned).
@@ -152,7 +154,13 @@ impl Backend {
             busy_ns: AtomicU64::new(0),
             timer: Timer::new(false),
             uses: Vec::new(),
+            join: spec.join.map(|j| j.0),
         }
+    }
+
+    /// When it joins the balancers, if it joins after the start.
+    pub fn joins_at(&self) -> Option<Instant> {
+        self.join.map(|j| self.start + j)
     }
 
     /// Each request also takes a slot of each of `uses`, in order, before
