@@ -1,13 +1,14 @@
 //! The results: the terminal table and the JSON document (schema in the
-//! README, `tower-lb-lab/1`).
+//! docs/lab.md, `tower-lb-lab/2`).
 
 use serde::Serialize;
 
 use super::fleet::FleetStats;
 use super::scenario::Scenario;
 
-/// The JSON schema identifier; bump it when a field changes meaning.
-pub const SCHEMA: &str = "tower-lb-lab/1";
+/// The JSON schema identifier; bump it when a field changes meaning (2:
+/// `errors` counts 4xx answers too, and `errors_by` splits them).
+pub const SCHEMA: &str = "tower-lb-lab/2";
 
 /// The most backends the table lists one by one.
 pub const MAX_LISTED: usize = 12;
