@@ -133,10 +133,12 @@ fn search(sc: &Scenario, opts: &Options, c: &Capacity, p: PickerName) -> Result<
     if let Some(mut hi) = bad {
         let mut lo = good.unwrap_or(0.0);
         for _ in 0..c.bisect {
-            let mut mid = (lo + hi) / 2.0;
-            if c.users {
-                mid = mid.round();
-            }
+            // Whole users; arrivals per second to a tenth.
+            let mid = if c.users {
+                ((lo + hi) / 2.0).round()
+            } else {
+                round((lo + hi) / 2.0, 1)
+            };
             if mid <= lo || mid >= hi || mid <= 0.0 {
                 break;
             }

@@ -43,7 +43,8 @@ pub struct CapacitySpec {
     #[serde(default)]
     pub start: Option<f64>,
     /// The coarse step, in the same unit. Default: a quarter of the
-    /// scenario's own load (its most users, or its arrival rate).
+    /// scenario's own load (its most users, or its arrival rate), rounded
+    /// to a whole number (at least 1).
     #[serde(default)]
     pub step: Option<f64>,
     /// Coarse steps at most (1..=100, default 20).
@@ -86,7 +87,8 @@ impl CapacitySpec {
         if !(errors.is_finite() && (0.0..1.0).contains(&errors)) {
             return Err((f("errors"), format!("{errors} is not a share in [0, 1)")));
         }
-        let step = self.step.unwrap_or((load / 4.0).max(1.0));
+        // Whole users, or whole arrivals per second: loads read as counts.
+        let step = self.step.unwrap_or((load / 4.0).round().max(1.0));
         let start = self.start.unwrap_or(step);
         let max = if users { 100_000.0 } else { 1e7 };
         for (name, v) in [("step", step), ("start", start)] {
