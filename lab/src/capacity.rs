@@ -294,6 +294,7 @@ impl CapacityReport {
             &format!("load ({})", self.unit),
             &ticks,
             &series,
+            Some(self.p99_target_ms),
         )
     }
 

@@ -130,17 +130,25 @@ pub fn chart(reports: &[Report]) -> String {
         "p99 latency against load: {}",
         reports.first().map_or("", |r| r.scenario.as_str())
     );
-    lines(&title, "utilization (arrivals / capacity)", &ticks, &series)
+    lines(
+        &title,
+        "utilization (arrivals / capacity)",
+        &ticks,
+        &series,
+        None,
+    )
 }
 
 /// A line chart of p99 (ms, log scale) against a load: one line per
-/// series of `(load, p99)` points, `ticks` labelled on the x axis. The
-/// sweep's chart and the capacity search's curves.
+/// series of `(load, p99)` points, `ticks` labelled on the x axis, and a
+/// dashed line at `target` ms if given. The sweep's chart and the
+/// capacity search's curves.
 pub fn lines(
     title: &str,
     x_label: &str,
     ticks: &[(f64, String)],
     series: &[(String, Vec<(f64, f64)>)],
+    target: Option<f64>,
 ) -> String {
     let (w, h, left, top, plot_w, plot_h) = (900.0, 460.0, 70.0, 40.0, 560.0, 360.0);
     let (x0, x1) = ticks
@@ -154,6 +162,7 @@ pub fn lines(
     let all: Vec<f64> = series
         .iter()
         .flat_map(|s| s.1.iter().map(|p| p.1))
+        .chain(target)
         .filter(|p| *p > 0.0)
         .collect();
     let lo = all.iter().copied().fold(f64::INFINITY, f64::min).max(0.1);
@@ -184,6 +193,16 @@ pub fn lines(
             10f64.powf(d)
         );
         d += 1.0;
+    }
+    if let Some(t) = target {
+        let y = py(t);
+        let _ = writeln!(
+            body,
+            r##"<line class="target" x1="{left}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#c00" stroke-dasharray="6 4"/><text x="{}" y="{:.1}" fill="#c00">target {t} ms</text>"##,
+            left + plot_w,
+            left + 5.0,
+            y - 4.0
+        );
     }
     for (x, label) in ticks {
         let _ = writeln!(

@@ -45,7 +45,9 @@ fn the_search_finds_the_hand_computed_knee_within_one_step() {
         assert!(!c.points.last().unwrap().held);
     }
     assert_eq!(found.unit, "arrivals/s");
-    assert!(found.chart().contains("<polyline"));
+    let chart = found.chart();
+    assert_eq!(chart.matches("<polyline").count(), 2, "a line per picker");
+    assert!(chart.contains(r#"class="target""#), "the p99 target drawn");
 }
 
 #[test]
