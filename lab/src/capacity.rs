@@ -177,8 +177,10 @@ fn step(
         at.load.rate = Some(load);
         at.load.utilization = None;
     }
+    // The picker alone: no peer rows (a proxy's capacity is another search).
     let o = Options {
         pickers: Some(vec![p]),
+        peers: Some(Vec::new()),
         utilization: None,
         stream: false,
         quiet: true,
