@@ -20,10 +20,23 @@ usage: cargo lab [FLAGS]
   --pickers a,b,...      pickers to compare (overrides the scenario)
   --peers nginx,haproxy  central proxies in front of the same backends, one row
                          per policy (http mode; nginx:least_conn for one policy;
+                         :keepalive=off for a connection per request to the
+                         backends, :conns=N for nginx's worker_connections or
+                         haproxy's maxconn, e.g. nginx,nginx:keepalive=off;
                          none for no peers; overrides the scenario)
   --utilization U[,U..]  open-loop scenarios: arrivals at this share of the
                          backends' capacity; several levels make a sweep (one
                          table per level, and p99 against load in the report)
+  --connections per_user|per_request
+                         hash pickers key on the users' connections (a
+                         layer-4 5-tuple hash): one kept-alive connection per
+                         user, or a new source port per request (overrides
+                         the scenario's [load] connections)
+  --find-capacity        per picker, the highest load (users, or arrivals/s in
+                         an open loop) whose p99 and error rate hold the
+                         scenario's [capacity] target (default p99 <= 400 ms,
+                         errors <= 1%): coarse steps, then bisection; the p99
+                         against load curves go in the report
   --json FILE            write every number to FILE, and a chart next to it (.svg)
   --report FILE|none     the report page (tables and charts, HTML; default
                          lab-SCENARIO.html here); none writes no page
@@ -55,6 +68,10 @@ pub struct Args {
     /// `--report`: where the report page goes (`None`: nowhere); absent:
     /// `lab-SCENARIO.html` in the working directory.
     pub report: Option<Option<PathBuf>>,
+    /// `--find-capacity`.
+    pub find_capacity: bool,
+    /// `--connections`.
+    pub connections: Option<scenario::Connections>,
 }
 
 /// Parses the flags; `Ok(None)` means `--help`.
@@ -65,6 +82,8 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, LabError> {
         json: None,
         levels: Vec::new(),
         report: None,
+        find_capacity: false,
+        connections: None,
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -84,6 +103,7 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, LabError> {
             "--quiet" | "-q" => a.opts.quiet = true,
             "--warm-select" => a.opts.warm_select = true,
             "--per-thread-load" => a.opts.per_thread_load = true,
+            "--find-capacity" => a.find_capacity = true,
             "--utilization" => {
                 let v = value(flag)?;
                 let mut levels = Vec::new();
@@ -101,6 +121,17 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, LabError> {
                 a.levels = levels;
             }
             "--scenario" => a.scenario = value(flag)?,
+            "--connections" => {
+                a.connections = Some(match value(flag)?.as_str() {
+                    "per_user" => scenario::Connections::PerUser,
+                    "per_request" => scenario::Connections::PerRequest,
+                    v => {
+                        return Err(LabError::input(format!(
+                            "--connections: \"{v}\": give per_user or per_request"
+                        )));
+                    }
+                });
+            }
             "--json" => a.json = Some(PathBuf::from(value(flag)?)),
             "--report" => {
                 let v = value(flag)?;

@@ -60,7 +60,7 @@ pub async fn open_loop<S, B>(clients: Vec<S>, open: OpenLoop, plan: Arc<Plan>, r
 where
     S: Service<LabRequest, Response = http::Response<B>> + Clone + Send + 'static,
     S::Future: Send,
-    S::Error: Send,
+    S::Error: Send + std::fmt::Display,
     B: hyper::body::Body + Send + 'static,
     B::Data: Send,
     B::Error: Send,
@@ -92,7 +92,8 @@ where
             tokio::time::sleep_until(intended).await;
         }
         let c = rng.below(clients.len());
-        let req = plan.request(&mut rng, &sticky[c]);
+        // In an open loop each client balancer's arrivals are one "user".
+        let req = plan.request(&mut rng, &sticky[c], c as u32);
         let mut svc = clients[c].clone();
         let rec = rec.clone();
         tasks.spawn(async move {

@@ -11,6 +11,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::random::{Delay, Rng};
+use super::resource::Resource;
 use super::scenario::{BackendSpec, EventSpec, Slowdown};
 use super::timer::Timer;
 
@@ -61,6 +62,10 @@ pub struct Backend {
     busy_ns: AtomicU64,
     /// When services end ([`Timer`]).
     timer: Timer,
+    /// The shared resources each request takes a slot of, in order.
+    uses: Vec<Arc<Resource>>,
+    /// When it joins the balancers, if later than the start.
+    join: Option<Duration>,
 }
 
 /// Decrements a counter when dropped (also when the request is abandoned).
@@ -148,7 +153,21 @@ impl Backend {
             window,
             busy_ns: AtomicU64::new(0),
             timer: Timer::new(false),
+            uses: Vec::new(),
+            join: spec.join.map(|j| j.0),
         }
+    }
+
+    /// When it joins the balancers, if it joins after the start.
+    pub fn joins_at(&self) -> Option<Instant> {
+        self.join.map(|j| self.start + j)
+    }
+
+    /// Each request also takes a slot of each of `uses`, in order, before
+    /// its own service time.
+    pub fn with_resources(mut self, uses: Vec<Arc<Resource>>) -> Self {
+        self.uses = uses;
+        self
     }
 
     /// In `--sim`: service ends fall on tokio's timer ticks ([`Timer`]).
@@ -238,6 +257,13 @@ impl Backend {
             None => None,
         };
         let active = Active::new(self.clone());
+        // The shared resources first (a query before the rest of the
+        // handler): a request that finds no slot fails with its status.
+        for r in &self.uses {
+            if let Err(status) = r.use_once().await {
+                return (Answer::Status(status), None);
+            }
+        }
         // The factor in force when service starts holds for all of it.
         let factor = self.slowdown(Instant::now());
         let d = self.draw(|rng| c.delay.sample(rng)).mul_f64(factor);

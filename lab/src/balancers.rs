@@ -20,7 +20,7 @@ use super::error::LabError;
 use super::random::sub_seed;
 use super::record::Recorder;
 use super::report::ProbeReport;
-use super::scenario::RetrySpec;
+use super::scenario::{RetrySpec, membership};
 
 /// The client balancers of one row.
 pub type Lb<P> = Balance<usize, Endpoint, P, Classifier>;
@@ -134,6 +134,9 @@ where
         if let (true, Some(a)) = (ctx.limited, &res.adaptive_concurrency) {
             b = b.adaptive_concurrency(a.config().map_err(bad)?);
         }
+        if let (true, Some(s)) = (ctx.slow_start, &res.slow_start) {
+            b = b.slow_start(s.config().map_err(bad)?);
+        }
         if let Some(exporter) = ctx.exporter {
             let lb_name = if clients == 1 {
                 label.to_string()
@@ -150,17 +153,12 @@ where
             });
         }
         let given = sc.given(ctx.variant, ctx.seed, c);
-        for (i, (t, spec)) in targets.iter().zip(&sc.backends).enumerate() {
-            if !given[i] {
+        let members = membership::initial(&sc.backends);
+        for (i, t) in targets.iter().enumerate() {
+            if !given[i] || !members[i] {
                 continue;
             }
-            let ep = Endpoint::new(Parts {
-                idx: i,
-                target: t.clone(),
-                overhead: sc.load.overhead.0 + sc.rtt(c, i),
-                rec: rec.clone(),
-            });
-            let w = if weighted { spec.weight } else { 1.0 };
+            let (ep, w) = endpoint(ctx, weighted, t, rec, c, i);
             b = b.endpoint_with(i, ep, w, sc.meta(i));
         }
         // Load reports reach the endpoint's model through the classifier.
@@ -181,6 +179,27 @@ where
         retries,
         probes,
     })
+}
+
+/// Client `c`'s endpoint for backend `i` over `t`, and the weight its
+/// picker sees.
+pub fn endpoint(
+    ctx: &Ctx<'_>,
+    weighted: bool,
+    t: &Target,
+    rec: &Arc<Recorder>,
+    c: u32,
+    i: usize,
+) -> (Endpoint, f64) {
+    let sc = ctx.sc;
+    let ep = Endpoint::new(Parts {
+        idx: i,
+        target: t.clone(),
+        overhead: sc.load.overhead.0 + sc.rtt(c, i),
+        rec: rec.clone(),
+    });
+    let w = if weighted { sc.backends[i].weight } else { 1.0 };
+    (ep, w)
 }
 
 /// What `lbs` know now, for `n` backends.
@@ -225,18 +244,24 @@ pub fn end_stats<P: tower_lb::pick::Picker>(lbs: &[Lb<P>], n: usize) -> EndStats
 /// A retry layer classifying with the balancer's classifier (the default).
 fn retry_layer(spec: &RetrySpec) -> Result<RetryLayer, tower_lb::ConfigError> {
     let mut b = RetryLayer::builder().max_attempts(spec.max_attempts);
+    if spec.non_idempotent {
+        b = b.retry_non_idempotent();
+    }
     if let Some(t) = spec.per_try_timeout {
         b = b.per_try_timeout(t.0);
     }
     b.build()
 }
 
-/// The table's name of a picker's row: picker, tracking mode, limits.
+/// The table's name of a picker's row: picker, tracking mode, limits,
+/// slow start.
 pub fn label(ctx: &Ctx<'_>, picker: &str) -> String {
-    let l = ctx.track.label(picker);
+    let mut l = ctx.track.label(picker);
     if ctx.limited {
-        format!("{l}+limits")
-    } else {
-        l
+        l.push_str("+limits");
     }
+    if ctx.slow_start {
+        l.push_str("+slow_start");
+    }
+    l
 }

@@ -13,9 +13,11 @@ use tower_lb::pick::{self, Pick};
 
 use super::backend::Backend;
 use super::balancers;
+use super::connections::LabKey;
 use super::endpoint::{LabRequest, targets};
 use super::error::LabError;
 use super::fleet;
+use super::membership;
 use super::oracle::Oracle;
 use super::peers::{self, PeerSpec};
 use super::random::sub_seed;
@@ -93,6 +95,9 @@ pub struct Ctx<'a> {
     pub nth: (usize, usize),
     /// This row runs with adaptive concurrency limits.
     pub limited: bool,
+    /// This row's balancers ramp joining endpoints
+    /// (`[resilience.slow_start]`).
+    pub slow_start: bool,
     /// http mode: where the balancers report their metrics.
     pub exporter: Option<&'a Exporter>,
     /// How the balancers track a call.
@@ -172,7 +177,7 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
             }
         }
     };
-    for (k, &(name, track, variant, limited)) in runs.iter().enumerate() {
+    for (k, &(name, track, variant, limited, slow_start)) in runs.iter().enumerate() {
         let ctx = Ctx {
             sc,
             sim: opts.sim,
@@ -181,6 +186,7 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
             quiet: opts.quiet,
             nth: (k + 1, rows),
             limited,
+            slow_start,
             exporter: exporter.as_ref(),
             track,
             variant,
@@ -219,7 +225,8 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
 }
 
 /// Runs one picker: the crate's, chosen from its registry by name (hash
-/// pickers read the client IP the users put in `X-Forwarded-For`, with the
+/// pickers read the client IP the users put in `X-Forwarded-For`, or with
+/// `[load] connections` the users' connections, with the
 /// ring's 150 virtual nodes per weight unit as in the study), or the oracle.
 async fn run_picker(
     ctx: &Ctx<'_>,
@@ -228,7 +235,8 @@ async fn run_picker(
     let r = match name {
         PickerName::Crate(n) => {
             run(ctx, name, |_| {
-                Timed(pick::AnyPicker::by_name(n, pick::ForwardedFor).expect("a registry name"))
+                let key = LabKey::for_load(ctx.sc.load.connections);
+                Timed(pick::AnyPicker::by_name(n, key).expect("a registry name"))
             })
             .await
         }
@@ -274,6 +282,28 @@ where
         }
         None => row.start(users, lbs.clone(), progress),
     };
+    // Joins and leaves, through each balancer's handle.
+    let _membership = membership::drive(
+        row.plan.start,
+        membership::actions(
+            sc,
+            sc.load.clients,
+            |c, i| {
+                let handle = lbs[c as usize].handle();
+                let (ep, w) = balancers::endpoint(ctx, weighted, &targets[i], &row.rec, c, i);
+                let meta = sc.meta(i);
+                Box::new(move || {
+                    let _ = handle.edit(|e| e.insert(i, ep, w, meta));
+                })
+            },
+            |c, i| {
+                let handle = lbs[c as usize].handle();
+                Box::new(move || {
+                    handle.remove(&i);
+                })
+            },
+        ),
+    );
     let end = row.plan.end;
     // With [fleet], client 0's plan at the end of each second (its
     // priority phases).
@@ -293,6 +323,10 @@ where
     report.retries = retries
         .as_ref()
         .map(|ls| ls.iter().map(|l| l.stats().retries()).sum());
+    report.not_replayable = retries
+        .as_ref()
+        .map(|ls| ls.iter().map(|l| l.stats().not_replayable()).sum());
+    report.membership = membership::stats(sc, &report);
     report.probes = clients.probe_counts();
     report.ejections = sc.resilience.outlier.is_some().then_some(stats.ejections);
     report.breaker_opens = sc.resilience.breaker.is_some().then_some(stats.opens);

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::uri::{Authority, Scheme, Uri};
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -19,13 +19,14 @@ use tower::{Service, ServiceExt};
 
 use super::backend::Backend;
 use super::body::LabBody;
+use super::connections::User;
 use super::error::LabError;
 use super::record::Recorder;
 use super::replica::{self, Served};
 use super::server::{self, Servers};
 
 /// What a virtual user sends.
-pub type LabRequest = http::Request<Empty<Bytes>>;
+pub type LabRequest = http::Request<Full<Bytes>>;
 /// What it gets back (the user reads the body to its end).
 pub type LabResponse = http::Response<LabBody>;
 
@@ -49,7 +50,7 @@ pub fn stream_hold(req: &http::Request<impl Sized>) -> Option<Duration> {
     Some(Duration::from_millis(ms))
 }
 /// The hyper-util client used in http mode.
-pub type HttpClient = Client<HttpConnector, Empty<Bytes>>;
+pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
 /// A request that got no HTTP answer.
 #[derive(Debug, Clone)]
@@ -126,6 +127,9 @@ impl Service<LabRequest> for Endpoint {
         let probe = req.headers().contains_key(tower_lb::server::PROBE_HEADER);
         if !probe {
             parts.rec.pick(parts.idx);
+            if let Some(&User(u)) = req.extensions().get::<User>() {
+                parts.rec.reached(u, parts.idx);
+            }
         }
         let overhead = parts.overhead;
         match parts.target.clone() {
@@ -199,7 +203,7 @@ pub async fn targets(
     let servers = server::start(backends).await?;
     let client: HttpClient = Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(30))
-        .build_http::<Empty<Bytes>>();
+        .build_http::<Full<Bytes>>();
     let t = servers
         .addrs
         .iter()

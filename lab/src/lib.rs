@@ -7,6 +7,7 @@
 //! cargo lab --sim --scenario noisy-fleet --utilization 0.5,0.7,0.9,0.95   # a sweep
 //! cargo lab --sim --json out.json                    # + out.svg
 //! cargo lab --peers nginx,haproxy                    # + central proxies
+//! cargo lab --sim --find-capacity                    # the load each picker holds
 //! ```
 //!
 //! Every run writes a report page (the tables and the charts) and prints its
@@ -18,17 +19,23 @@ pub mod arrivals;
 pub mod backend;
 pub mod balancers;
 pub mod body;
+pub mod capacity;
+pub mod connections;
+pub mod discover;
 pub mod driver;
 pub mod endpoint;
 pub mod error;
 pub mod fleet;
+pub mod membership;
 pub mod oracle;
+pub mod outcome;
 pub mod output;
 pub mod peers;
 pub mod random;
 pub mod record;
 pub mod replica;
 pub mod report;
+pub mod resource;
 pub mod rivals;
 pub mod scenario;
 pub mod server;
@@ -54,7 +61,21 @@ pub fn cli(args: &[String]) -> Result<Vec<Report>, LabError> {
         println!("{USAGE}\n\npickers: {}", scenario::known_pickers());
         return Ok(Vec::new());
     };
-    let sc = Scenario::load(&a.scenario)?;
+    let mut sc = Scenario::load(&a.scenario)?;
+    if a.connections.is_some() {
+        sc.load.connections = a.connections;
+    }
+    if a.find_capacity {
+        if !a.levels.is_empty() {
+            return Err(LabError::input(
+                "--find-capacity: steps the load itself; leave out --utilization",
+            ));
+        }
+        let found = capacity::find(&sc, &a.opts)?;
+        println!("{}", found.table());
+        output::write_capacity(&sc, &a, &found)?;
+        return Ok(Vec::new());
+    }
     let reports = run(&sc, &a)?;
     output::write(&sc, &a, &reports)?;
     Ok(reports)

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::args::Args;
+use super::capacity::CapacityReport;
 use super::error::LabError;
 use super::report::Report;
 use super::scenario::Scenario;
@@ -35,6 +36,36 @@ pub fn write(sc: &Scenario, a: &Args, reports: &[Report]) -> Result<(), LabError
     };
     if let Some(path) = page {
         file(&path, html(sc, reports))?;
+        wrote.push(path);
+    }
+    if !a.opts.quiet && !wrote.is_empty() {
+        let list: Vec<String> = wrote.iter().map(|p| p.display().to_string()).collect();
+        eprintln!("wrote {}", list.join(", "));
+    }
+    Ok(())
+}
+
+/// A capacity search's report page (its table and curves), and with
+/// `--json` its JSON and chart.
+pub fn write_capacity(sc: &Scenario, a: &Args, found: &CapacityReport) -> Result<(), LabError> {
+    let mut wrote = Vec::new();
+    if let Some(path) = &a.json {
+        file(path, found.to_json())?;
+        file(&path.with_extension("svg"), found.chart())?;
+        wrote.push(path.clone());
+        wrote.push(path.with_extension("svg"));
+    }
+    let page = match &a.report {
+        Some(p) => p.clone(),
+        None => Some(PathBuf::from(format!("lab-{}-capacity.html", sc.name))),
+    };
+    if let Some(path) = page {
+        let body = format!(
+            "<h2>Capacity</h2>\n<figure>{}</figure>\n<pre>{}</pre>\n",
+            found.chart(),
+            esc(&found.table())
+        );
+        file(&path, page_html(sc, &body))?;
         wrote.push(path);
     }
     if !a.opts.quiet && !wrote.is_empty() {
@@ -74,6 +105,11 @@ pub fn html(sc: &Scenario, reports: &[Report]) -> String {
             svg::chart(r, sc.has_events())
         );
     }
+    page_html(sc, &body)
+}
+
+/// A self-contained page around `body`.
+fn page_html(sc: &Scenario, body: &str) -> String {
     format!(
         r#"<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>tower-lb lab: {name}</title>

@@ -6,13 +6,17 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::outcome::Outcome;
 use super::report::{Latency, OpenStats, PickerReport, Second};
 
 /// How one request went.
 #[derive(Debug, Clone, Copy)]
 pub struct Answer {
-    /// A 1xx-4xx answer whose body was read to its end.
-    pub ok: bool,
+    /// Its status, or why it has none; a success is an answer below 400
+    /// whose body was read to its end.
+    pub outcome: Outcome,
     /// Wall-clock ns of the service's `call`.
     pub call_ns: u64,
     /// The picker's part of it ([`super::timed`]).
@@ -37,6 +41,11 @@ struct State {
     buckets: Vec<Bucket>,
     picks: Vec<u64>,
     errors: u64,
+    /// Errors by status and kind ([`Outcome::key`]).
+    errors_by: BTreeMap<String, u64>,
+    /// With `[load] connections`: the backends each user's attempts
+    /// reached.
+    reached: BTreeMap<u32, BTreeSet<usize>>,
     /// Wall-clock ns in `Balance::call`, and in selection within it.
     call_ns: u128,
     select_ns: u128,
@@ -107,6 +116,17 @@ impl Recorder {
         });
     }
 
+    /// An attempt of user `user` was dispatched to backend `idx` (with
+    /// `[load] connections`).
+    pub fn reached(&self, user: u32, idx: usize) {
+        if self.bucket(Instant::now()).is_none() {
+            return;
+        }
+        self.with(|s| {
+            s.reached.entry(user).or_default().insert(idx);
+        });
+    }
+
     /// A request answered after `latency`, counted in the second of `at`
     /// (closed loop: when it was answered; open loop: when it was meant to
     /// be sent).
@@ -114,8 +134,11 @@ impl Recorder {
         let Some(b) = self.bucket(at) else {
             return;
         };
-        let (ok, ns) = (a.ok, latency.as_nanos() as u64);
+        let (ok, ns) = (a.outcome.ok(), latency.as_nanos() as u64);
         self.with(|s| {
+            if let Some(k) = a.outcome.key() {
+                *s.errors_by.entry(k).or_default() += 1;
+            }
             s.call_ns += u128::from(a.call_ns);
             s.select_ns += u128::from(a.select_ns);
             s.calls += 1;
@@ -255,6 +278,7 @@ impl Recorder {
                 weighted,
                 requests,
                 errors: s.errors,
+                errors_by: s.errors_by.clone(),
                 rps: round(requests as f64 / duration, 3),
                 error_rate: if requests == 0 {
                     0.0
@@ -266,6 +290,7 @@ impl Recorder {
                 picks: s.picks.clone(),
                 in_flight_end,
                 retries: None,
+                not_replayable: None,
                 ejections: None,
                 breaker_opens: None,
                 probes: None,
@@ -281,6 +306,8 @@ impl Recorder {
                 peer: None,
                 route: None,
                 fleet: None,
+                membership: None,
+                affinity: (!s.reached.is_empty()).then(|| super::connections::affinity(&s.reached)),
             }
         })
     }

@@ -1,13 +1,14 @@
 //! The results: the terminal table and the JSON document (schema in the
-//! README, `tower-lb-lab/1`).
+//! docs/lab.md, `tower-lb-lab/2`).
 
 use serde::Serialize;
 
 use super::fleet::FleetStats;
 use super::scenario::Scenario;
 
-/// The JSON schema identifier; bump it when a field changes meaning.
-pub const SCHEMA: &str = "tower-lb-lab/1";
+/// The JSON schema identifier; bump it when a field changes meaning (2:
+/// `errors` counts 4xx answers too, and `errors_by` splits them).
+pub const SCHEMA: &str = "tower-lb-lab/2";
 
 /// The most backends the table lists one by one.
 pub const MAX_LISTED: usize = 12;
@@ -35,6 +36,10 @@ pub struct Report {
     pub arrival_rate: Option<f64>,
     /// Open loop at a share of capacity: that share (`null` otherwise).
     pub target_utilization: Option<f64>,
+    /// What the hash pickers key on: `"x-forwarded-for"`, or
+    /// `"connection per_user"` / `"connection per_request"` (`[load]
+    /// connections`).
+    pub hash_key: &'static str,
     /// The backends, in the order of every per-backend array.
     pub backends: Vec<BackendInfo>,
     /// Pickers skipped, settings not applied, and why.
@@ -72,6 +77,9 @@ pub struct PickerReport {
     pub requests: u64,
     /// Requests that failed as the user saw them (no answer, 5xx, balancer error).
     pub errors: u64,
+    /// Errors by status (`"503"`, `"409"`) and by kind when there was no
+    /// answer (`"timeout"`, `"connect"`, `"body"`, `"other"`).
+    pub errors_by: std::collections::BTreeMap<String, u64>,
     /// `requests / duration_s`.
     pub rps: f64,
     /// `errors / requests`.
@@ -87,6 +95,10 @@ pub struct PickerReport {
     pub in_flight_end: Vec<usize>,
     /// Retries sent by the retry layer (`null` without one).
     pub retries: Option<u64>,
+    /// Failed requests the retry layer would have retried but could not
+    /// send again (a POST without `non_idempotent`; `null` without a
+    /// retry layer).
+    pub not_replayable: Option<u64>,
     /// Outlier ejections of each backend, summed over the clients'
     /// balancers (`null` without `[resilience.outlier]`).
     pub ejections: Option<Vec<u64>>,
@@ -133,6 +145,12 @@ pub struct PickerReport {
     pub route: Option<String>,
     /// Connections, load, zones and priorities (`null` without `[fleet]`).
     pub fleet: Option<FleetStats>,
+    /// Throughput per replica count and time to share of each join
+    /// (`null` when no backend joins or leaves).
+    pub membership: Option<super::membership::Membership>,
+    /// With `[load] connections`: how many backends each user reached
+    /// (`null` otherwise).
+    pub affinity: Option<super::connections::Affinity>,
 }
 
 /// What a peer row ran.
@@ -144,6 +162,11 @@ pub struct PeerInfo {
     pub version: String,
     /// The policy, as `--peers` names it (`least_conn`).
     pub policy: String,
+    /// Keep-alive to the backends (`--peers nginx:keepalive=off`).
+    pub keepalive: bool,
+    /// `worker_connections` (nginx) or `maxconn` (haproxy) when set
+    /// (`:conns=N`); `null`: the lab's default.
+    pub conns: Option<u32>,
     /// The whole config file it ran (ports included).
     pub config: String,
 }
@@ -228,6 +251,11 @@ impl Report {
             clients: sc.load.clients,
             arrival_rate: None,
             target_utilization: None,
+            hash_key: match sc.load.connections {
+                None => "x-forwarded-for",
+                Some(super::scenario::Connections::PerUser) => "connection per_user",
+                Some(super::scenario::Connections::PerRequest) => "connection per_request",
+            },
             backends: sc
                 .backends
                 .iter()

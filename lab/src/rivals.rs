@@ -11,6 +11,10 @@
 //!   `EndpointConfig`) under the same P2C balancer and `Buffer`: P2C over
 //!   predicted completion cost, with per-endpoint pacing.
 //!
+//! Both learn of their endpoints from a channel-backed `Discover` stream
+//! ([`super::discover`]), so replicas that join and leave (`join`,
+//! `leave`) reach them as a discovery source's changes would.
+//!
 //! They run bare: tower-lb's layers (`[resilience]`: retries, breakers,
 //! ejection) are tower-lb's, and the route step's variants (`[fleet]`) too.
 //! Their in-flight column is what the backends hold at the row's end, and
@@ -22,14 +26,18 @@ use std::time::Duration;
 
 use tower::balance::p2c::Balance;
 use tower::buffer::Buffer;
-use tower::discover::ServiceList;
+use tower::discover::Change;
 use tower::load::{CompleteOnResponse, PeakEwma};
 
+use super::discover;
 use super::driver::Ctx;
 use super::endpoint::{Endpoint, Parts, Target, targets};
 use super::error::LabError;
+use super::membership;
 use super::random::{Rng, sub_seed};
 use super::report::PickerReport;
+use super::scenario::membership::initial;
+use super::server::AbortOnDrop;
 use super::traffic::Row;
 
 /// tower's PeakEwma default RTT in the lab (linkerd2-proxy's).
@@ -105,49 +113,36 @@ pub async fn run(
     let sc = ctx.sc;
     let row = Row::new(sc, ctx.seed, ctx.duration, ctx.open, ctx.sim);
     let (targets, _servers) = targets(ctx.sim, &row.backends).await?;
-    let endpoints = |c: u32| -> Vec<Endpoint> {
-        targets
-            .iter()
-            .enumerate()
-            .map(|(i, t)| endpoint(ctx, &row, c, i, t))
-            .collect()
-    };
     let rng = |c: u32| Seeded(Rng::new(sub_seed(ctx.seed, 2000 + u64::from(c))));
     let progress = ctx.progress(format!("{rival} (rival)"));
     let users = sc.max_vus();
-    let clients = 0..sc.load.clients;
-    let traffic = match rival {
+    // Each client balancer discovers the backends through its own channel:
+    // the first members at once, the others when they join.
+    let (traffic, _membership) = match rival {
         Rival::TowerP2c => {
-            let lbs: Vec<_> = clients
-                .map(|c| {
-                    let eps = endpoints(c).into_iter().map(|ep| {
-                        PeakEwma::new(
-                            ep,
-                            TOWER_DEFAULT_RTT,
-                            TOWER_DECAY.as_nanos() as f64,
-                            CompleteOnResponse::default(),
-                        )
-                    });
-                    let lb = Balance::from_rng(ServiceList::new(eps.collect::<Vec<_>>()), rng(c));
-                    Buffer::new(lb, BUFFER)
-                })
+            let (ds, joins) = discovery(ctx, &row, &targets, |ep| {
+                PeakEwma::new(
+                    ep,
+                    TOWER_DEFAULT_RTT,
+                    TOWER_DECAY.as_nanos() as f64,
+                    CompleteOnResponse::default(),
+                )
+            });
+            let lbs: Vec<_> = (0..)
+                .zip(ds)
+                .map(|(c, d)| Buffer::new(Balance::from_rng(d, rng(c)), BUFFER))
                 .collect();
-            row.start(users, lbs, progress)
+            (row.start(users, lbs, progress), joins)
         }
         Rival::Loadpace => {
-            let lbs: Vec<_> = clients
-                .map(|c| {
-                    let eps = endpoints(c).into_iter().map(|ep| {
-                        loadpace_tower::AdaptiveEndpoint::new(
-                            ep,
-                            loadpace::EndpointConfig::default(),
-                        )
-                    });
-                    let lb = Balance::from_rng(ServiceList::new(eps.collect::<Vec<_>>()), rng(c));
-                    Buffer::new(lb, BUFFER)
-                })
+            let (ds, joins) = discovery(ctx, &row, &targets, |ep| {
+                loadpace_tower::AdaptiveEndpoint::new(ep, loadpace::EndpointConfig::default())
+            });
+            let lbs: Vec<_> = (0..)
+                .zip(ds)
+                .map(|(c, d)| Buffer::new(Balance::from_rng(d, rng(c)), BUFFER))
                 .collect();
-            row.start(users, lbs, progress)
+            (row.start(users, lbs, progress), joins)
         }
     };
     tokio::time::sleep_until(row.plan.end).await;
@@ -156,7 +151,49 @@ pub async fn run(
     let mut report = row.rec.finish(rival.as_str(), false, in_flight, false);
     row.add_utilization(&mut report);
     report.rival = Some(rival.what());
+    report.membership = membership::stats(sc, &report);
     Ok(Ok(report))
+}
+
+/// One `Discover` stream per client balancer, fed its first members now,
+/// and the joins and leaves sent through it at their times (until the
+/// returned guard drops).
+fn discovery<W: Send + 'static>(
+    ctx: &Ctx<'_>,
+    row: &Row,
+    targets: &[Target],
+    wrap: impl Fn(Endpoint) -> W,
+) -> (Vec<discover::Channel<W>>, AbortOnDrop) {
+    let sc = ctx.sc;
+    let members = initial(&sc.backends);
+    let mut senders = Vec::new();
+    let mut streams = Vec::new();
+    for c in 0..sc.load.clients {
+        let (tx, d) = discover::channel();
+        for (i, t) in targets.iter().enumerate().filter(|(i, _)| members[*i]) {
+            let _ = tx.send(Change::Insert(i, wrap(endpoint(ctx, row, c, i, t))));
+        }
+        senders.push(tx);
+        streams.push(d);
+    }
+    let actions = membership::actions(
+        sc,
+        sc.load.clients,
+        |c, i| {
+            let tx = senders[c as usize].clone();
+            let svc = wrap(endpoint(ctx, row, c, i, &targets[i]));
+            Box::new(move || {
+                let _ = tx.send(Change::Insert(i, svc));
+            })
+        },
+        |c, i| {
+            let tx = senders[c as usize].clone();
+            Box::new(move || {
+                let _ = tx.send(Change::Remove(i));
+            })
+        },
+    );
+    (streams, membership::drive(row.plan.start, actions))
 }
 
 /// Client `c`'s endpoint for backend `i`.

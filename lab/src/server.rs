@@ -36,9 +36,12 @@ impl Drop for Servers {
     }
 }
 
-/// Starts one server per backend.
+/// Starts one server per backend. A backend that joins later (`join`)
+/// gets its port now but accepts connections only from its join on: the
+/// server starts, then the balancers learn of it, as from a discovery
+/// source.
 pub async fn start(backends: &[Arc<Backend>]) -> Result<Servers, LabError> {
-    serve(bind(backends.len()).await?, backends)
+    serve_from(bind(backends.len()).await?, backends, Backend::joins_at)
 }
 
 /// Binds `n` listeners on ephemeral 127.0.0.1 ports, without serving yet:
@@ -55,8 +58,19 @@ pub async fn bind(n: usize) -> Result<Vec<TcpListener>, LabError> {
     Ok(out)
 }
 
-/// Serves backend `i` on listener `i`.
+/// Serves backend `i` on listener `i`, every one at once (a proxy's
+/// upstream lists them all from the start).
 pub fn serve(listeners: Vec<TcpListener>, backends: &[Arc<Backend>]) -> Result<Servers, LabError> {
+    serve_from(listeners, backends, |_| None)
+}
+
+/// Serves backend `i` on listener `i` from `from(backend)` on (now when
+/// `None`).
+fn serve_from(
+    listeners: Vec<TcpListener>,
+    backends: &[Arc<Backend>],
+    from: impl Fn(&Backend) -> Option<tokio::time::Instant>,
+) -> Result<Servers, LabError> {
     let mut servers = Servers {
         addrs: Vec::new(),
         tasks: Vec::new(),
@@ -66,9 +80,13 @@ pub fn serve(listeners: Vec<TcpListener>, backends: &[Arc<Backend>]) -> Result<S
             .local_addr()
             .map_err(|e| LabError::runtime(format!("no local address: {e}")))?;
         servers.addrs.push(addr);
-        servers
-            .tasks
-            .push(tokio::spawn(accept(listener, replica::served(i, b))));
+        let (served, at) = (replica::served(i, b), from(b));
+        servers.tasks.push(tokio::spawn(async move {
+            if let Some(at) = at {
+                tokio::time::sleep_until(at).await;
+            }
+            accept(listener, served).await
+        }));
     }
     Ok(servers)
 }
@@ -132,6 +150,13 @@ pub async fn serve_metrics(exporter: Exporter) -> Result<(SocketAddr, AbortOnDro
 
 /// A task aborted when this is dropped.
 pub struct AbortOnDrop(JoinHandle<()>);
+
+impl AbortOnDrop {
+    /// Aborts `task` when dropped.
+    pub fn new(task: JoinHandle<()>) -> Self {
+        Self(task)
+    }
+}
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {

@@ -1,12 +1,14 @@
 //! A hand-written SVG chart of a report: latency bars (mean and p99) per
 //! row (pickers and peers), share bars per backend, and latency over time
-//! when the scenario changes during the run. Each row's latency bar has
-//! class `latency-bar`, its share bars sit in a `<g class="share-row">`,
-//! its line over time has class `series`: one of each per row.
+//! when the scenario changes during the run (and requests per second when
+//! replicas join or leave). Each row's latency bar has class
+//! `latency-bar`, its share bars sit in a `<g class="share-row">`, its
+//! line over time has class `series` (`rps-series` for the throughput):
+//! one of each per row.
 
 use std::fmt::Write as _;
 
-use super::report::Report;
+use super::report::{Report, Second};
 
 const PALETTE: &[&str] = &[
     "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
@@ -54,7 +56,21 @@ pub fn chart(r: &Report, timeline: bool) -> String {
     y = share_bars(r, &names, label, &mut body, y + 20.0);
     y = super::fleet::chart(r, &names, label, &mut body, y + 20.0);
     if timeline {
-        y = over_time(r, &names, label, &mut body, y + 20.0);
+        let mean = Panel {
+            title: "Mean latency per second (ms",
+            class: "series",
+            value: |s| s.mean_ms,
+        };
+        y = over_time(r, &names, label, &mut body, y + 20.0, mean);
+    }
+    // Replicas joined or left: the throughput follows them.
+    if r.runs.iter().any(|x| x.membership.is_some()) {
+        let rps = Panel {
+            title: "Requests completed per second (",
+            class: "rps-series",
+            value: |s| Some(s.requests as f64),
+        };
+        y = over_time(r, &names, label, &mut body, y + 20.0, rps);
     }
     format!(
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{h}" font-family="sans-serif" font-size="12">
@@ -143,7 +159,22 @@ fn share_bars(r: &Report, names: &[String], label: f64, out: &mut String, mut y:
     y
 }
 
-fn over_time(r: &Report, names: &[String], label: f64, out: &mut String, y: f64) -> f64 {
+/// A per-second panel: its title (the scale follows it), its lines'
+/// class, and what it plots of each second.
+struct Panel {
+    title: &'static str,
+    class: &'static str,
+    value: fn(&Second) -> Option<f64>,
+}
+
+fn over_time(
+    r: &Report,
+    names: &[String],
+    label: f64,
+    out: &mut String,
+    y: f64,
+    panel: Panel,
+) -> f64 {
     let h = 220.0;
     let top = y + 10.0;
     let width = W - label - 40.0;
@@ -157,11 +188,12 @@ fn over_time(r: &Report, names: &[String], label: f64, out: &mut String, y: f64)
     let max = r
         .runs
         .iter()
-        .flat_map(|x| x.timeline.iter().filter_map(|s| s.mean_ms))
+        .flat_map(|x| x.timeline.iter().filter_map(panel.value))
         .fold(1.0, f64::max);
     let _ = writeln!(
         out,
-        r#"<text x="10" y="{y}" font-weight="bold">Mean latency per second (ms, 0 to {max:.0}; x: 0 to {secs} s)</text>"#
+        r#"<text x="10" y="{y}" font-weight="bold">{}0 to {max:.0}; x: 0 to {secs} s)</text>"#,
+        panel.title
     );
     let _ = writeln!(
         out,
@@ -172,7 +204,7 @@ fn over_time(r: &Report, names: &[String], label: f64, out: &mut String, y: f64)
             .timeline
             .iter()
             .filter_map(|s| {
-                s.mean_ms.map(|m| {
+                (panel.value)(s).map(|m| {
                     format!(
                         "{:.1},{:.1}",
                         label + (s.t as f64 + 0.5) / secs as f64 * width,
@@ -183,7 +215,8 @@ fn over_time(r: &Report, names: &[String], label: f64, out: &mut String, y: f64)
             .collect();
         let _ = writeln!(
             out,
-            r#"<polyline class="series" fill="none" stroke="{c}" stroke-width="1.5" points="{p}"/><text x="10" y="{ty}" fill="{c}">{name}</text>"#,
+            r#"<polyline class="{class}" fill="none" stroke="{c}" stroke-width="1.5" points="{p}"/><text x="10" y="{ty}" fill="{c}">{name}</text>"#,
+            class = panel.class,
             c = color(k),
             p = pts.join(" "),
             ty = top + 12.0 + k as f64 * 15.0,

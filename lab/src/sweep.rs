@@ -106,21 +106,63 @@ const PALETTE: &[&str] = &[
 
 /// The chart: one line per row, p99 (log scale) against utilization.
 pub fn chart(reports: &[Report]) -> String {
-    let (w, h, left, top, plot_w, plot_h) = (900.0, 460.0, 70.0, 40.0, 560.0, 360.0);
     let xs: Vec<f64> = reports
         .iter()
         .map(|r| r.target_utilization.or(r.arrival_rate).unwrap_or(0.0))
         .collect();
-    let (x0, x1) = xs
+    let ticks: Vec<(f64, String)> = reports
         .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+        .zip(&xs)
+        .map(|(r, &x)| (x, level(r)))
+        .collect();
+    let series: Vec<(String, Vec<(f64, f64)>)> = rows(reports)
+        .into_iter()
+        .map(|n| {
+            let pts = reports
+                .iter()
+                .zip(&xs)
+                .filter_map(|(r, &x)| p99(r, &n).map(|p| (x, p)))
+                .collect();
+            (n, pts)
+        })
+        .collect();
+    let title = format!(
+        "p99 latency against load: {}",
+        reports.first().map_or("", |r| r.scenario.as_str())
+    );
+    lines(
+        &title,
+        "utilization (arrivals / capacity)",
+        &ticks,
+        &series,
+        None,
+    )
+}
+
+/// A line chart of p99 (ms, log scale) against a load: one line per
+/// series of `(load, p99)` points, `ticks` labelled on the x axis, and a
+/// dashed line at `target` ms if given. The sweep's chart and the
+/// capacity search's curves.
+pub fn lines(
+    title: &str,
+    x_label: &str,
+    ticks: &[(f64, String)],
+    series: &[(String, Vec<(f64, f64)>)],
+    target: Option<f64>,
+) -> String {
+    let (w, h, left, top, plot_w, plot_h) = (900.0, 460.0, 70.0, 40.0, 560.0, 360.0);
+    let (x0, x1) = ticks
+        .iter()
+        .map(|t| t.0)
+        .chain(series.iter().flat_map(|s| s.1.iter().map(|p| p.0)))
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
             (a.min(x), b.max(x))
         });
     let span = if x1 > x0 { x1 - x0 } else { 1.0 };
-    let names = rows(reports);
-    let all: Vec<f64> = names
+    let all: Vec<f64> = series
         .iter()
-        .flat_map(|n| reports.iter().filter_map(|r| p99(r, n)))
+        .flat_map(|s| s.1.iter().map(|p| p.1))
+        .chain(target)
         .filter(|p| *p > 0.0)
         .collect();
     let lo = all.iter().copied().fold(f64::INFINITY, f64::min).max(0.1);
@@ -131,14 +173,14 @@ pub fn chart(reports: &[Report]) -> String {
     let mut body = String::new();
     let _ = writeln!(
         body,
-        r#"<text x="10" y="20" font-size="15" font-weight="bold">p99 latency against load: {}</text>"#,
-        esc(reports.first().map_or("", |r| r.scenario.as_str()))
+        r#"<text x="10" y="20" font-size="15" font-weight="bold">{}</text>"#,
+        esc(title)
     );
     let _ = writeln!(
         body,
         r##"<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>"##
     );
-    // Decades on the y axis, the levels on the x axis.
+    // Decades on the y axis, the ticks on the x axis.
     let mut d = l0;
     while d <= l1 {
         let y = py(10f64.powf(d));
@@ -152,29 +194,39 @@ pub fn chart(reports: &[Report]) -> String {
         );
         d += 1.0;
     }
-    for (r, &x) in reports.iter().zip(&xs) {
+    if let Some(t) = target {
+        let y = py(t);
+        let _ = writeln!(
+            body,
+            r##"<line class="target" x1="{left}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#c00" stroke-dasharray="6 4"/><text x="{}" y="{:.1}" fill="#c00">target {t} ms</text>"##,
+            left + plot_w,
+            left + 5.0,
+            y - 4.0
+        );
+    }
+    for (x, label) in ticks {
         let _ = writeln!(
             body,
             r#"<text x="{:.1}" y="{}" text-anchor="middle">{}</text>"#,
-            px(x),
+            px(*x),
             top + plot_h + 16.0,
-            level(r)
+            esc(label)
         );
     }
     let _ = writeln!(
         body,
-        r#"<text x="{}" y="{}" text-anchor="middle">utilization (arrivals / capacity)</text><text x="16" y="{}" transform="rotate(-90 16 {})" text-anchor="middle">p99 (ms, log scale)</text>"#,
+        r#"<text x="{}" y="{}" text-anchor="middle">{}</text><text x="16" y="{}" transform="rotate(-90 16 {})" text-anchor="middle">p99 (ms, log scale)</text>"#,
         left + plot_w / 2.0,
         top + plot_h + 36.0,
+        esc(x_label),
         top + plot_h / 2.0,
         top + plot_h / 2.0
     );
-    for (k, n) in names.iter().enumerate() {
+    for (k, (n, points)) in series.iter().enumerate() {
         let c = PALETTE[k % PALETTE.len()];
-        let pts: Vec<String> = reports
+        let pts: Vec<String> = points
             .iter()
-            .zip(&xs)
-            .filter_map(|(r, &x)| p99(r, n).map(|p| format!("{:.1},{:.1}", px(x), py(p))))
+            .map(|&(x, p)| format!("{:.1},{:.1}", px(x), py(p)))
             .collect();
         let _ = writeln!(
             body,

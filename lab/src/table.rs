@@ -55,6 +55,7 @@ impl Report {
         let mut out = String::new();
         self.extras(&mut out);
         super::fleet::table(self, &mut out);
+        super::membership::table(self, &mut out);
         for n in &self.notes {
             let _ = writeln!(out, "note: {n}");
         }
@@ -88,6 +89,13 @@ impl Report {
                 let _ = writeln!(out, "backends: {}", names.join(", "));
             }
         }
+        if self.hash_key != "x-forwarded-for" {
+            let _ = writeln!(
+                out,
+                "hash pickers key on the users' connections ({}: source address and port, gateway address and port)",
+                self.hash_key
+            );
+        }
         let mut proxies: Vec<String> = Vec::new();
         for p in self.runs.iter().filter_map(|r| r.peer.as_ref()) {
             let v = format!("{} {}", p.proxy, p.version);
@@ -98,20 +106,39 @@ impl Report {
         if !proxies.is_empty() {
             let _ = writeln!(
                 out,
-                "peers: {} (keep-alive to the backends; their share and in-flight as the backends counted them)",
+                "peers: {} (keep-alive to the backends unless the row says keepalive=off; their share and in-flight as the backends counted them)",
                 proxies.join(", ")
             );
         }
     }
 
-    /// Retries, ejections and breaker openings, and the open loop's
-    /// arrivals, one line per row that has any.
+    /// Errors by status and kind, retries (and failures not replayed),
+    /// ejections and breaker openings, and the open loop's arrivals, one
+    /// line per row that has any.
     fn extras(&self, out: &mut String) {
         let per_backend = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join("/");
         for r in &self.runs {
             let mut parts = Vec::new();
+            if !r.errors_by.is_empty() {
+                let split: Vec<String> = r
+                    .errors_by
+                    .iter()
+                    .map(|(k, n)| format!("{k} {n}"))
+                    .collect();
+                parts.push(format!("errors {}", split.join(", ")));
+            }
+            if let Some(a) = &r.affinity {
+                parts.push(format!(
+                    "{:.2} backends per user, {:.1}% of users on one backend",
+                    a.backends_per_user,
+                    a.one_backend * 100.0
+                ));
+            }
             if let Some(n) = r.retries {
                 parts.push(format!("{n} retries"));
+            }
+            if let Some(n) = r.not_replayable.filter(|n| *n > 0) {
+                parts.push(format!("{n} not replayed (non-idempotent)"));
             }
             if let Some(v) = &r.ejections {
                 parts.push(format!("ejections {}", per_backend(v)));

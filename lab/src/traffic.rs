@@ -16,6 +16,7 @@ use super::endpoint::LabRequest;
 use super::random::sub_seed;
 use super::record::Recorder;
 use super::report::PickerReport;
+use super::resource;
 use super::scenario::{OpenLoop, Scenario, schedules};
 use super::users::{Plan, user};
 
@@ -54,14 +55,16 @@ impl Row {
         let end = measured + duration;
         let drain = open.map_or(Duration::ZERO, |o| o.drain);
         let slowdowns = schedules(&sc.backends, seed, end - start + drain);
+        let uses = resource::for_backends(&sc.resources, &sc.backends);
         let backends = sc
             .backends
             .iter()
             .zip(slowdowns)
+            .zip(uses)
             .enumerate()
-            .map(|(i, (b, slow))| {
+            .map(|(i, ((b, slow), uses))| {
                 let seed = sub_seed(seed, 1000 + i as u64);
-                let b = Backend::new(b, seed, start, (measured, end), slow);
+                let b = Backend::new(b, seed, start, (measured, end), slow).with_resources(uses);
                 Arc::new(if sim { b.simulated() } else { b })
             })
             .collect();
@@ -79,7 +82,7 @@ impl Row {
     where
         S: Service<LabRequest, Response = http::Response<B>> + Clone + Send + 'static,
         S::Future: Send,
-        S::Error: Send,
+        S::Error: Send + std::fmt::Display,
         B: hyper::body::Body + Send + 'static,
         B::Data: Send,
         B::Error: Send,

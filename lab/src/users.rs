@@ -8,14 +8,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Full};
 use tokio::time::Instant;
 use tower::{Service, ServiceExt};
 
 use super::endpoint::{LabRequest, STREAM_HEADER};
+use super::outcome::Outcome;
 use super::random::{Rng, sub_seed};
 use super::record::{Answer, Recorder};
-use super::scenario::{ClientIps, OpenLoop, Scenario, Stage};
+use super::scenario::{ClientIps, Connections, OpenLoop, Scenario, Stage};
 use super::timed;
 
 /// The shared plan of the traffic: closed-loop users, or open-loop
@@ -39,6 +40,11 @@ pub struct Plan {
     pub sim: bool,
     /// Share of requests that stream, and for how long (ms).
     streams: Option<(f64, u64)>,
+    /// Every request's method and body.
+    method: http::Method,
+    body: Bytes,
+    /// The users' connections, if the hash pickers key on them.
+    connections: Option<Connections>,
 }
 
 impl Plan {
@@ -65,6 +71,9 @@ impl Plan {
                 .streams
                 .as_ref()
                 .map(|st| (st.share, st.hold.0.as_millis() as u64)),
+            method: sc.load.method.http(),
+            body: Bytes::from(vec![b'x'; sc.load.body as usize]),
+            connections: sc.load.connections,
         }
     }
 
@@ -82,18 +91,24 @@ impl Plan {
             .map_or(self.vus, |s| s.vus)
     }
 
-    /// A request as the plan sends it: `GET /test`, the client IP in
+    /// A request as the plan sends it: `GET /test` (or the scenario's
+    /// method and body), the client IP in
     /// `X-Forwarded-For` (fresh, or `sticky`), and (with `[streams]`) a
-    /// share of streams.
-    pub fn request(&self, rng: &mut Rng, sticky: &str) -> LabRequest {
+    /// share of streams; with `[load] connections`, user `user`'s
+    /// connection.
+    pub fn request(&self, rng: &mut Rng, sticky: &str, user: u32) -> LabRequest {
         let ip = match self.ips {
             ClientIps::PerRequest => random_ip(rng),
             ClientIps::PerUser => sticky.to_string(),
         };
-        let mut req = http::Request::new(Empty::<Bytes>::new());
+        let mut req = http::Request::new(Full::new(self.body.clone()));
         *req.uri_mut() = http::Uri::from_static("/test");
+        *req.method_mut() = self.method.clone();
         if let Ok(v) = http::HeaderValue::from_str(&ip) {
             req.headers_mut().insert("x-forwarded-for", v);
+        }
+        if let Some(how) = self.connections {
+            super::connections::stamp(&mut req, how, user, sticky, rng);
         }
         // Drawn only in scenarios with streams, so the others' random
         // sequences stay as they were.
@@ -118,6 +133,7 @@ impl Plan {
 pub async fn user<L, B>(u: usize, mut lb: L, plan: Arc<Plan>, rec: Arc<Recorder>)
 where
     L: Service<LabRequest, Response = http::Response<B>>,
+    L::Error: std::fmt::Display,
     B: hyper::body::Body,
 {
     let mut rng = Rng::new(sub_seed(plan.seed, 10_000 + u as u64));
@@ -135,14 +151,14 @@ where
             tokio::time::sleep_until(plan.next_change(now - plan.start)).await;
             continue;
         }
-        let req = plan.request(&mut rng, &sticky_ip);
+        let req = plan.request(&mut rng, &sticky_ip, u as u32);
         let sent = Instant::now();
         let answer = send(&mut lb, req).await;
         if answer.done >= plan.end {
             return;
         }
         rec.complete(answer.done, answer.done - sent, answer);
-        let ok = answer.ok;
+        let ok = answer.outcome.ok();
         // A failure can be instant; never spin without time passing.
         let think = if ok {
             plan.think
@@ -157,6 +173,7 @@ where
 pub async fn send<L, B>(svc: &mut L, req: LabRequest) -> Answer
 where
     L: Service<LabRequest, Response = http::Response<B>>,
+    L::Error: std::fmt::Display,
     B: hyper::body::Body,
 {
     match svc.ready().await {
@@ -166,25 +183,29 @@ where
             let fut = svc.call(req);
             let call_ns = t.elapsed().as_nanos() as u64;
             let select_ns = timed::take();
-            let (ok, done) = match fut.await {
+            let (outcome, done) = match fut.await {
                 Ok(r) => {
                     // The latency is the time to the head; then the body
                     // is read to its end (a stream's takes a while).
                     let done = Instant::now();
-                    let good = !r.status().is_server_error();
-                    (good && r.into_body().collect().await.is_ok(), done)
+                    let status = Outcome::Status(r.status().as_u16());
+                    if status.ok() && r.into_body().collect().await.is_err() {
+                        (Outcome::Body, done)
+                    } else {
+                        (status, done)
+                    }
                 }
-                Err(_) => (false, Instant::now()),
+                Err(e) => (Outcome::of_error(&e.to_string()), Instant::now()),
             };
             Answer {
-                ok,
+                outcome,
                 call_ns,
                 select_ns,
                 done,
             }
         }
-        Err(_) => Answer {
-            ok: false,
+        Err(e) => Answer {
+            outcome: Outcome::of_error(&e.to_string()),
             call_ns: 0,
             select_ns: 0,
             done: Instant::now(),

@@ -701,6 +701,8 @@ fn chart_is_well_formed_with_one_bar_and_one_series_per_row() {
         proxy: "nginx".into(),
         version: "1.22.1".into(),
         policy: "least_conn".into(),
+        keepalive: true,
+        conns: None,
         config: String::new(),
     });
     r.runs.push(peer);

@@ -22,7 +22,7 @@ use std::time::Duration;
 use lab::driver::{Options, run_scenario};
 use lab::peers::binary::{self, Installed};
 use lab::peers::config::{self, Setup};
-use lab::peers::{Peer, PeerSpec, Policy, Proxy, parse_list, rows};
+use lab::peers::{Peer, PeerSpec, Policy, Proxy, Settings, parse_list, rows};
 use lab::report::Report;
 use lab::scenario::{PickerName, Scenario};
 
@@ -43,7 +43,15 @@ const BACKENDS: &[&str] = &["127.0.0.1:9001", "127.0.0.1:9002"];
 fn config_text(proxy: Proxy, policy: Policy, without: &[&str]) -> Result<String, String> {
     let backends: Vec<SocketAddr> = BACKENDS.iter().map(|b| addr(b)).collect();
     let without: Vec<String> = without.iter().map(|m| m.to_string()).collect();
-    config::text(Peer { proxy, policy }, &setup(&backends), &without)
+    config::text(
+        Peer {
+            proxy,
+            policy,
+            settings: Settings::default(),
+        },
+        &setup(&backends),
+        &without,
+    )
 }
 
 // ------------------------------------------------------------------- configs
@@ -235,6 +243,42 @@ fn peer_lists_expand_to_rows_in_order_each_once() {
 }
 
 #[test]
+fn peer_settings_parse_and_label_their_rows() {
+    let list = parse_list("nginx:round_robin,nginx:round_robin:keepalive=off,haproxy:least_conn:conns=256:keepalive=off")
+        .expect("parses");
+    let labels: Vec<String> = rows(&list).iter().map(|p| p.label()).collect();
+    assert_eq!(
+        labels,
+        [
+            "nginx round robin",
+            "nginx round robin keepalive=off",
+            "haproxy leastconn keepalive=off conns=256",
+        ]
+    );
+    // Keep-alive off and a connection limit only on the rows that ask.
+    let off = rows(&list)[1];
+    assert!(!off.settings.keepalive && off.settings.conns.is_none());
+    let backends: Vec<SocketAddr> = BACKENDS.iter().map(|b| addr(b)).collect();
+    let nginx = config::text(off, &setup(&backends), &[]).unwrap();
+    assert!(!nginx.contains("keepalive 100;") && !nginx.contains("keepalive_timeout 60s"));
+    let on = config::text(rows(&list)[0], &setup(&backends), &[]).unwrap();
+    assert!(on.contains("keepalive_timeout 60s"));
+    let ha = config::text(rows(&list)[2], &setup(&backends), &[]).unwrap();
+    assert!(
+        ha.contains("option http-server-close") && ha.contains("maxconn 256"),
+        "{ha}"
+    );
+    for bad in [
+        "nginx:keepalive=maybe",
+        "nginx:conns=0",
+        "nginx:colour=red",
+        "nginx:hash:least_conn",
+    ] {
+        assert!(parse_list(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
 fn a_scenario_can_name_its_peers_and_bad_ones_are_named() {
     let sc = Scenario::load("hop").expect("hop parses");
     assert_eq!(
@@ -242,11 +286,13 @@ fn a_scenario_can_name_its_peers_and_bad_ones_are_named() {
         [
             PeerSpec {
                 proxy: Proxy::Nginx,
-                policy: None
+                policy: None,
+                settings: Settings::default(),
             },
             PeerSpec {
                 proxy: Proxy::Haproxy,
-                policy: None
+                policy: None,
+                settings: Settings::default(),
             }
         ]
     );
@@ -336,17 +382,28 @@ fn generated_configs_pass_the_proxies_own_check() {
     let Some(found) = proxies("generated_configs_pass_the_proxies_own_check") else {
         return;
     };
+    // Every policy with the default settings, and with keep-alive off and
+    // a connection limit.
+    let off = Settings {
+        keepalive: false,
+        conns: Some(512),
+    };
     for inst in &found {
-        for policy in Policy::ALL {
+        for (policy, settings) in Policy::ALL
+            .into_iter()
+            .flat_map(|p| [(p, Settings::default()), (p, off)])
+        {
             let peer = Peer {
                 proxy: inst.proxy,
                 policy,
+                settings,
             };
             let dir = std::env::temp_dir().join(format!(
-                "lab-peers-check-{}-{}-{}",
+                "lab-peers-check-{}-{}-{}-{}",
                 std::process::id(),
                 inst.proxy,
-                policy.token()
+                policy.token(),
+                settings.keepalive
             ));
             std::fs::create_dir_all(&dir).expect("temp dir");
             let backends: Vec<SocketAddr> = BACKENDS.iter().map(|b| addr(b)).collect();
@@ -478,10 +535,12 @@ fn a_proxy_that_cannot_run_is_a_note_and_the_other_rows_run() {
         Peer {
             proxy: Proxy::Nginx,
             policy: Policy::LeastConn,
+            settings: Settings::default(),
         },
         Peer {
             proxy: Proxy::Haproxy,
             policy: Policy::LeastConn,
+            settings: Settings::default(),
         },
     ];
     // nginx "not installed"; haproxy's binary gone.

@@ -67,7 +67,18 @@ fn nginx(peer: Peer, setup: &Setup<'_>, without: &[String]) -> Result<String, St
     }
     // Per worker: up to `users` client connections, as many upstream ones
     // in use and as many kept idle.
-    let worker_connections = (4 * setup.users).max(1024);
+    let worker_connections = peer.settings.conns.unwrap_or((4 * setup.users).max(1024));
+    // Without keep-alive nginx opens a connection to the backend for each
+    // request and closes it after the answer (its default without
+    // `keepalive`).
+    let upstream_keepalive = if peer.settings.keepalive {
+        format!(
+            "        keepalive {};\n        keepalive_requests {KEEPALIVE_REQUESTS};\n        keepalive_timeout 60s;\n",
+            setup.users.max(1)
+        )
+    } else {
+        "        # keep-alive to the backends off: a connection per request\n".to_string()
+    };
     let mut temp = String::new();
     for (module, directive, dir) in [
         ("http_proxy", "proxy_temp_path", "proxy"),
@@ -105,10 +116,7 @@ http {{
     upstream backends {{
         {policy}
         zone backends 64k;
-{servers}        keepalive {keepalive};
-        keepalive_requests {KEEPALIVE_REQUESTS};
-        keepalive_timeout 60s;
-    }}
+{servers}{upstream_keepalive}    }}
 
     server {{
         listen {listen};
@@ -121,7 +129,6 @@ http {{
 }}
 "#,
         label = peer.label(),
-        keepalive = setup.users.max(1),
         listen = setup.listen,
     ))
 }
@@ -137,19 +144,27 @@ fn haproxy(peer: Peer, setup: &Setup<'_>) -> String {
     for (i, b) in setup.backends.iter().enumerate() {
         let _ = writeln!(servers, "    server s{} {b}", i + 1);
     }
+    let maxconn = peer
+        .settings
+        .conns
+        .map_or_else(String::new, |n| format!("    maxconn {n}\n"));
+    let reuse = if peer.settings.keepalive {
+        "    # idle backend connections are shared by every client connection\n    http-reuse always"
+    } else {
+        "    # keep-alive to the backends off: a connection per request\n    option http-server-close\n    http-reuse never"
+    };
     format!(
         r#"# tower-lb lab: {label}, written for one run.
 global
     # threads: haproxy's default, one per core
-
+{maxconn}
 defaults
     mode http
-    timeout connect 5s
+{maxconn}    timeout connect 5s
     timeout client 60s
     timeout server 60s
     timeout http-keep-alive 60s
-    # idle backend connections are shared by every client connection
-    http-reuse always
+{reuse}
 
 frontend lab
     bind {listen}

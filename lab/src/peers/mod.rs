@@ -88,13 +88,77 @@ impl Policy {
     }
 }
 
-/// One peer row: a proxy with one policy.
+/// How a proxy talks to the backends (`nginx:keepalive=off`,
+/// `haproxy:conns=256`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Settings {
+    /// Keeps idle connections to the backends for the next requests
+    /// (default); `false`: one connection per request.
+    pub keepalive: bool,
+    /// nginx's `worker_connections`, haproxy's `maxconn`; `None`: the
+    /// lab's default (room for every user, see [`config`]).
+    pub conns: Option<u32>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            keepalive: true,
+            conns: None,
+        }
+    }
+}
+
+impl Settings {
+    /// What the label adds: the settings that differ from the default.
+    fn suffix(self) -> String {
+        let mut s = String::new();
+        if !self.keepalive {
+            s.push_str(" keepalive=off");
+        }
+        if let Some(n) = self.conns {
+            s.push_str(&format!(" conns={n}"));
+        }
+        s
+    }
+
+    /// Applies `key=value`.
+    fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        match (key, value) {
+            ("keepalive", "on") => self.keepalive = true,
+            ("keepalive", "off") => self.keepalive = false,
+            ("keepalive", v) => return Err(format!("keepalive={v}: give on or off")),
+            ("conns", v) => {
+                let n: u32 = v
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=MAX_CONNS).contains(n))
+                    .ok_or_else(|| format!("conns={v}: give a number in 1..={MAX_CONNS}"))?;
+                self.conns = Some(n);
+            }
+            (k, _) => {
+                return Err(format!(
+                    "unknown peer setting \"{k}\" (known: keepalive=on|off, conns=N)"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The most connections a peer may be given (a proxy's own limits are
+/// far below).
+pub const MAX_CONNS: u32 = 1_000_000;
+
+/// One peer row: a proxy with one policy and its settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Peer {
     /// The proxy.
     pub proxy: Proxy,
     /// Its balancing policy.
     pub policy: Policy,
+    /// Keep-alive and connection limits.
+    pub settings: Settings,
 }
 
 impl Peer {
@@ -110,25 +174,28 @@ impl Peer {
             (Proxy::Haproxy, Policy::RandomTwo) => "random(2)",
             (Proxy::Haproxy, Policy::Hash) => "hdr(xff) consistent",
         };
-        format!("{} {policy}", self.proxy)
+        format!("{} {policy}{}", self.proxy, self.settings.suffix())
     }
 }
 
 /// A `--peers` item: a proxy with every policy (`nginx`) or with one
-/// (`nginx:least_conn`).
+/// (`nginx:least_conn`), and settings (`nginx:keepalive=off`,
+/// `haproxy:leastconn:conns=256`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerSpec {
     /// The proxy.
     pub proxy: Proxy,
     /// One policy; `None`: all of them.
     pub policy: Option<Policy>,
+    /// Its settings.
+    pub settings: Settings,
 }
 
 fn known() -> String {
     let proxies: Vec<&str> = Proxy::ALL.iter().map(|p| p.name()).collect();
     let policies: Vec<&str> = Policy::ALL.iter().map(|p| p.token()).collect();
     format!(
-        "{} (all policies) or PROXY:POLICY with POLICY one of {}",
+        "{} (all policies) or PROXY:POLICY with POLICY one of {}, each optionally followed by :keepalive=off or :conns=N",
         proxies.join(", "),
         policies.join(", ")
     )
@@ -137,26 +204,33 @@ fn known() -> String {
 impl FromStr for PeerSpec {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let (proxy, policy) = match s.split_once(':') {
-            Some((a, b)) => (a, Some(b)),
-            None => (s, None),
-        };
+        let mut parts = s.split(':');
+        let proxy = parts.next().unwrap_or_default();
         let proxy = Proxy::ALL
             .into_iter()
             .find(|p| p.name() == proxy)
             .ok_or_else(|| format!("unknown peer \"{s}\" (known: {})", known()))?;
-        let policy = match policy {
-            None => None,
-            Some(t) => Some(
-                Policy::ALL
-                    .into_iter()
-                    .find(|p| p.token() == t)
-                    .ok_or_else(|| {
-                        format!("unknown peer policy in \"{s}\" (known: {})", known())
-                    })?,
-            ),
-        };
-        Ok(PeerSpec { proxy, policy })
+        let (mut policy, mut settings) = (None, Settings::default());
+        for t in parts {
+            if let Some((k, v)) = t.split_once('=') {
+                settings
+                    .set(k.trim(), v.trim())
+                    .map_err(|e| format!("in \"{s}\": {e}"))?;
+                continue;
+            }
+            let p = Policy::ALL
+                .into_iter()
+                .find(|p| p.token() == t)
+                .ok_or_else(|| format!("unknown peer policy in \"{s}\" (known: {})", known()))?;
+            if policy.replace(p).is_some() {
+                return Err(format!("two policies in \"{s}\" (known: {})", known()));
+            }
+        }
+        Ok(PeerSpec {
+            proxy,
+            policy,
+            settings,
+        })
     }
 }
 
@@ -196,6 +270,7 @@ pub fn rows(specs: &[PeerSpec]) -> Vec<Peer> {
             let peer = Peer {
                 proxy: s.proxy,
                 policy,
+                settings: s.settings,
             };
             if !out.contains(&peer) {
                 out.push(peer);

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::uri::{Authority, Scheme, Uri};
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tower::Service;
@@ -91,6 +91,16 @@ pub async fn run_found(
             "peers: one proxy serves all users (load.clients = {} applies to tower-lb's rows)",
             sc.load.clients
         ));
+    }
+    if sc
+        .backends
+        .iter()
+        .any(|b| b.join.is_some() || b.leave.is_some())
+    {
+        report.notes.push(
+            "peers: a proxy's upstream is its config file: backends that join or leave are in it from the start"
+                .into(),
+        );
     }
     if !sc.load.overhead.0.is_zero() {
         report.notes.push(
@@ -205,7 +215,7 @@ pub async fn run(
     let through = Through(Arc::new(Parts {
         client: Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
-            .build_http::<Empty<Bytes>>(),
+            .build_http::<Full<Bytes>>(),
         authority,
         tags: sc
             .backends
@@ -234,6 +244,8 @@ pub async fn run(
         proxy: peer.proxy.name().to_string(),
         version: inst.version.clone(),
         policy: peer.policy.token().to_string(),
+        keepalive: peer.settings.keepalive,
+        conns: peer.settings.conns,
         config: running.config.clone(),
     });
     // The proxy stops before its backends do.

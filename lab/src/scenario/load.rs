@@ -61,6 +61,61 @@ pub struct Load {
     /// Where the `X-Forwarded-For` client IP of each request comes from.
     #[serde(default)]
     pub client_ips: ClientIps,
+    /// The requests' method (default `GET`); a retry layer replays a
+    /// `POST` or `PATCH` only with `[resilience.retry] non_idempotent`.
+    #[serde(default)]
+    pub method: Method,
+    /// Bytes of body each request carries (default 0, at most 1 MiB).
+    #[serde(default)]
+    pub body: u32,
+    /// The users' connections, and the hash pickers keyed on them
+    /// (`per_user` or `per_request`; absent: the hash pickers key on
+    /// `X-Forwarded-For`).
+    #[serde(default)]
+    pub connections: Option<Connections>,
+}
+
+/// How the users connect (see the lab's `connections` module).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Connections {
+    /// One kept-alive connection per user.
+    PerUser,
+    /// A new connection (a new source port) per request.
+    PerRequest,
+}
+
+/// The largest request body (a scenario's load is many of them).
+pub const MAX_BODY: u32 = 1 << 20;
+
+/// A request method.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Method {
+    /// `GET` (idempotent).
+    #[default]
+    Get,
+    /// `PUT` (idempotent).
+    Put,
+    /// `DELETE` (idempotent).
+    Delete,
+    /// `POST` (not idempotent).
+    Post,
+    /// `PATCH` (not idempotent).
+    Patch,
+}
+
+impl Method {
+    /// As `http` spells it.
+    pub fn http(self) -> http::Method {
+        match self {
+            Method::Get => http::Method::GET,
+            Method::Put => http::Method::PUT,
+            Method::Delete => http::Method::DELETE,
+            Method::Post => http::Method::POST,
+            Method::Patch => http::Method::PATCH,
+        }
+    }
 }
 
 fn one() -> u32 {
@@ -123,6 +178,12 @@ impl Load {
     /// Checks the section against the backends.
     pub fn validate(&self, backends: &[BackendSpec]) -> Result<(), (String, String)> {
         let err = |f: &str, p: String| Err((format!("load.{f}"), p));
+        if self.body > MAX_BODY {
+            return err(
+                "body",
+                format!("{} is more than {MAX_BODY} bytes", self.body),
+            );
+        }
         if !self.is_open() {
             if self.vus == 0 && self.stages.iter().all(|s| s.vus == 0) {
                 return err(

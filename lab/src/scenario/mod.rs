@@ -11,21 +11,32 @@ use serde::Deserialize;
 use super::error::LabError;
 use super::peers::PeerSpec;
 
+mod backend;
+mod capacity;
 mod fleet;
 mod load;
+pub mod membership;
 mod picker;
 mod resilience;
+mod resource;
 mod rows;
 mod slowdown;
 mod streams;
 mod units;
 
+pub use backend::{BackendSpec, EventSpec};
+pub use capacity::{
+    Capacity, CapacitySpec, DEFAULT_BISECT, DEFAULT_ERRORS, DEFAULT_MAX_STEPS, DEFAULT_P99,
+    MAX_BISECT, MAX_STEPS,
+};
 pub use fleet::{FleetSpec, Variant};
 pub use load::{
-    Arrivals, ClientIps, DEFAULT_DRAIN, Load, OpenLoop, Stage, capacity, check_utilization,
+    Arrivals, ClientIps, Connections, DEFAULT_DRAIN, Load, MAX_BODY, Method, OpenLoop, Stage,
+    capacity, check_utilization,
 };
 pub use picker::{PickerName, known_pickers};
-pub use resilience::{Resilience, RetrySpec};
+pub use resilience::{Resilience, RetrySpec, SlowStartSpec};
+pub use resource::{DEFAULT_STATUS, MAX_SLOTS, ResourceSpec};
 pub use slowdown::{Slowdown, SlowdownSpec, schedules};
 pub use streams::{Streams, Tracking};
 pub use units::{DelaySpec, Dur, parse_duration};
@@ -77,6 +88,15 @@ pub const SHIPPED: &[(&str, &str)] = &[
         "steady-fleet",
         include_str!("../../scenarios/steady-fleet.toml"),
     ),
+    ("scale-out", include_str!("../../scenarios/scale-out.toml")),
+    (
+        "connection-hash",
+        include_str!("../../scenarios/connection-hash.toml"),
+    ),
+    (
+        "shared-bottleneck",
+        include_str!("../../scenarios/shared-bottleneck.toml"),
+    ),
 ];
 
 /// A whole scenario file.
@@ -117,70 +137,12 @@ pub struct Scenario {
     /// `[fleet]`: route-step variants, zones and their round trips.
     #[serde(default)]
     pub fleet: Option<FleetSpec>,
-}
-
-fn unit_weight() -> f64 {
-    1.0
-}
-
-/// One `[[backend]]`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BackendSpec {
-    /// Name shown in the table (`server-1`).
-    pub name: String,
-    /// Service time of one request.
-    pub delay: DelaySpec,
-    /// Requests served at once; the rest wait in FIFO order. Absent: unlimited.
+    /// `[[resource]]`: what backends share (a database's pool).
+    #[serde(default, rename = "resource")]
+    pub resources: Vec<ResourceSpec>,
+    /// `[capacity]`: how `--find-capacity` searches.
     #[serde(default)]
-    pub workers: Option<u32>,
-    /// Weight (for the pickers in `weights_for`). Default 1.
-    #[serde(default = "unit_weight")]
-    pub weight: f64,
-    /// Changes over time, applied in `at` order.
-    #[serde(default)]
-    pub events: Vec<EventSpec>,
-    /// The zone it runs in (one of `[[fleet.zone]]`).
-    #[serde(default)]
-    pub zone: Option<String>,
-    /// Its priority level (0, the default, is the highest).
-    #[serde(default)]
-    pub priority: u32,
-    /// This many identical backends, named `{name}-1` to `{name}-{count}`.
-    #[serde(default)]
-    pub count: Option<u32>,
-    /// Whether answers carry an ORCA load report (see the lab's `load`).
-    #[serde(default)]
-    pub reports: bool,
-    /// Steps at which it may run slower (see [`SlowdownSpec`]).
-    #[serde(default)]
-    pub slowdown: Option<SlowdownSpec>,
-}
-
-/// A change of one backend at time `at`; each field present changes that
-/// aspect only.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EventSpec {
-    /// When it happens, since the picker's run started.
-    pub at: Dur,
-    /// `true`: the backend stops answering (connections are closed);
-    /// `false`: it answers again.
-    #[serde(default)]
-    pub down: Option<bool>,
-    /// A new service time.
-    #[serde(default)]
-    pub delay: Option<DelaySpec>,
-    /// Fraction of requests answered with `status` (0 to 1).
-    #[serde(default)]
-    pub error_rate: Option<f64>,
-    /// Status code of the errors (default 503).
-    #[serde(default)]
-    pub status: Option<u16>,
-    /// Errors are answered after this time without taking a worker (a fast
-    /// failure). Absent: errors take the normal service time.
-    #[serde(default)]
-    pub error_delay: Option<Dur>,
+    pub capacity: Option<CapacitySpec>,
 }
 
 impl Scenario {
@@ -249,53 +211,7 @@ impl Scenario {
         if self.load.clients > 10_000 {
             return err("load.clients", "at most 10000".into());
         }
-        for (i, b) in self.backends.iter().enumerate() {
-            let f = |x: &str| format!("backend[{i}].{x}");
-            if self.backends[..i].iter().any(|o| o.name == b.name) {
-                return err(&f("name"), format!("duplicate backend name \"{}\"", b.name));
-            }
-            if !(b.weight.is_finite() && b.weight > 0.0) {
-                return err(
-                    &f("weight"),
-                    format!("{} is not a finite number > 0", b.weight),
-                );
-            }
-            if b.workers == Some(0) {
-                return err(&f("workers"), "must be >= 1 (omit it for unlimited)".into());
-            }
-            if let Some(sd) = &b.slowdown {
-                sd.validate()
-                    .map_err(|(part, p)| (f(&format!("slowdown.{part}")), p))?;
-            }
-            for (j, e) in b.events.iter().enumerate() {
-                let f = |x: &str| format!("backend[{i}].events[{j}].{x}");
-                if let Some(r) = e.error_rate
-                    && !(0.0..=1.0).contains(&r)
-                {
-                    return err(&f("error_rate"), format!("{r} is not in 0..=1"));
-                }
-                if let Some(s) = e.status
-                    && !(100..=599).contains(&s)
-                {
-                    return err(
-                        &f("status"),
-                        format!("{s} is not an HTTP status (100..=599)"),
-                    );
-                }
-                if e.down.is_none()
-                    && e.delay.is_none()
-                    && e.error_rate.is_none()
-                    && e.status.is_none()
-                    && e.error_delay.is_none()
-                {
-                    return err(
-                        &f("at"),
-                        "the event changes nothing: add down, delay, error_rate, status or error_delay"
-                            .into(),
-                    );
-                }
-            }
-        }
+        backend::validate(&self.backends)?;
         if let Some(r) = &self.resilience.retry {
             let max = tower_lb::retry::MAX_ATTEMPTS;
             if !(1..=max).contains(&r.max_attempts) {
@@ -323,6 +239,14 @@ impl Scenario {
         if let Some(a) = &self.resilience.adaptive_concurrency {
             a.config()?;
         }
+        if let Some(s) = &self.resilience.slow_start {
+            s.config()?;
+        }
+        resource::validate(&self.resources, &self.backends)?;
+        membership::validate(&self.backends)?;
+        if let Some(c) = &self.capacity {
+            c.resolve(self.own_load(), !self.load.is_open())?;
+        }
         if let Some(p) = self.resilience.panic_threshold
             && !(0.0..=100.0).contains(&p)
         {
@@ -343,6 +267,17 @@ impl Scenario {
             .fold(self.load.vus, u32::max)
     }
 
+    /// The scenario's own load, as `--find-capacity` steps it: its most
+    /// users (closed loop), or its arrivals per second (open loop; 0 when
+    /// a utilization cannot be resolved).
+    pub fn own_load(&self) -> f64 {
+        match self.load.open(&self.backends, None) {
+            Ok(Some(o)) => o.rate,
+            Ok(None) => f64::from(self.max_vus()),
+            Err(_) => 0.0,
+        }
+    }
+
     /// Whether `picker` sees the backends' weights.
     pub fn weighted(&self, picker: PickerName) -> bool {
         self.weights_for
@@ -361,9 +296,11 @@ impl Scenario {
     /// slowdowns): then the chart draws latency over time.
     pub fn has_events(&self) -> bool {
         !self.load.stages.is_empty()
-            || self
-                .backends
-                .iter()
-                .any(|b| !b.events.is_empty() || b.slowdown.is_some())
+            || self.backends.iter().any(|b| {
+                !b.events.is_empty()
+                    || b.slowdown.is_some()
+                    || b.join.is_some()
+                    || b.leave.is_some()
+            })
     }
 }

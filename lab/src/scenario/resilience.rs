@@ -31,6 +31,49 @@ pub struct Resilience {
     /// inside each balancer.
     #[serde(default)]
     pub adaptive_concurrency: Option<AdaptiveSpec>,
+    /// `[resilience.slow_start]`: endpoints that join ramp up their weight.
+    #[serde(default)]
+    pub slow_start: Option<SlowStartSpec>,
+}
+
+/// `[resilience.slow_start]`: the library's `SlowStart` (Envoy's ramp);
+/// fields absent keep its defaults.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlowStartSpec {
+    /// The ramp's length.
+    pub window: Dur,
+    /// How fast the ramp rises (1: linear).
+    #[serde(default)]
+    pub aggression: Option<f64>,
+    /// Where it starts, in percent of the full weight.
+    #[serde(default)]
+    pub min_weight_percent: Option<f64>,
+    /// Run every picker twice, without slow start and with it
+    /// (`name+slow_start`); `false`: with it only.
+    #[serde(default)]
+    pub compare: bool,
+}
+
+impl SlowStartSpec {
+    /// The library configuration, checked as `Balance::build` checks it.
+    pub fn config(&self) -> Result<tower_lb::SlowStart, (String, String)> {
+        let mut s = tower_lb::SlowStart::new(self.window.0);
+        if let Some(a) = self.aggression {
+            s = s.aggression(a);
+        }
+        if let Some(p) = self.min_weight_percent {
+            s = s.min_weight_percent(p);
+        }
+        s.validate().map_err(|e| {
+            let field = e.field().trim_start_matches("slow_start.");
+            (
+                format!("resilience.slow_start.{field}"),
+                format!("{}: must be {}", e.value(), e.allowed()),
+            )
+        })?;
+        Ok(s)
+    }
 }
 
 /// `[resilience.adaptive_concurrency]`: each field absent keeps the
@@ -280,6 +323,11 @@ pub struct RetrySpec {
     /// Timeout of each attempt.
     #[serde(default)]
     pub per_try_timeout: Option<Dur>,
+    /// Replays non-idempotent requests (POST) too
+    /// (`retry::Builder::retry_non_idempotent`); default off, as the
+    /// library's.
+    #[serde(default)]
+    pub non_idempotent: bool,
 }
 
 fn three() -> u32 {

@@ -3,15 +3,16 @@
 
 use super::{PickerName, Scenario, Tracking, Variant};
 
-/// One row: picker, tracking mode, route-step variant (`[fleet]`), and
-/// whether adaptive limits are on.
-pub type Row = (PickerName, Tracking, Option<Variant>, bool);
+/// One row: picker, tracking mode, route-step variant (`[fleet]`),
+/// whether adaptive limits are on, and whether slow start is.
+pub type Row = (PickerName, Tracking, Option<Variant>, bool, bool);
 
 impl Scenario {
     /// The rows for `pickers`, in table order: each picker once per
     /// tracking mode (the oracle needs none), once per route-step variant,
     /// and (`[resilience.adaptive_concurrency]`) with adaptive limits, or
-    /// (`compare`) without and then with them.
+    /// (`compare`) without and then with them; the same for
+    /// `[resilience.slow_start]`.
     pub fn rows(&self, pickers: &[PickerName]) -> Vec<Row> {
         let tracking = self.tracking();
         let variants = self.variants();
@@ -20,11 +21,17 @@ impl Scenario {
             Some(a) if a.compare => &[false, true],
             Some(_) => &[true],
         };
+        let slow: &[bool] = match &self.resilience.slow_start {
+            None => &[false],
+            Some(s) if s.compare => &[false, true],
+            Some(_) => &[true],
+        };
         let mut rows = Vec::new();
         for &p in pickers {
             if let PickerName::Rival(_) = p {
-                // Tracking modes, route variants and limits are tower-lb's.
-                rows.push((p, tracking[0], None, false));
+                // Tracking modes, route variants, limits and slow start
+                // are tower-lb's.
+                rows.push((p, tracking[0], None, false, false));
                 continue;
             }
             let modes = if p == PickerName::Oracle {
@@ -34,7 +41,9 @@ impl Scenario {
             };
             for &t in modes {
                 for &v in &variants {
-                    rows.extend(limits.iter().map(|&l| (p, t, v, l)));
+                    for &l in limits {
+                        rows.extend(slow.iter().map(|&s| (p, t, v, l, s)));
+                    }
                 }
             }
         }
