@@ -1,11 +1,10 @@
 //! Reading load reports allocates nothing: the HTTP classifier with a TEXT
 //! or JSON report (or none) makes exactly the allocations it makes with
 //! reports off, and the pickers that read reports allocate nothing per
-//! request. Counted with a global allocator, per thread.
+//! request. Counted with the binary's global allocator,
+//! per thread (`counting.rs`).
 #![cfg(feature = "http")]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::future::{Future, Ready, ready};
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
@@ -17,37 +16,7 @@ use tower_lb::orca::LoadReport;
 use tower_lb::pick::{self, OrcaRoundRobin, PeakEwma};
 use tower_lb::{Balance, pick::Pick};
 
-struct Counting;
-
-thread_local! {
-    static ALLOCS: Cell<usize> = const { Cell::new(0) };
-}
-
-fn bump() {
-    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-}
-
-fn allocs() -> usize {
-    ALLOCS.with(Cell::get)
-}
-
-// SAFETY: forwards to the system allocator; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        bump();
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        bump();
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+use crate::counting::allocations as allocs;
 
 const TEXT: &str = "TEXT cpu_utilization=0.3, mem_utilization=0.8, rps_fractional=120, eps=2, application_utilization=0.4, named_metrics.foo=1";
 const JSON: &str =

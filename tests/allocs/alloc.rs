@@ -1,10 +1,7 @@
 //! The `Balance` request path allocates nothing per request (beyond what the
-//! inner service does), with metrics off and on: counted with a global
-//! allocator, per thread (the test harness's own threads allocate at times
-//! while a test runs).
+//! inner service does), with metrics off and on: counted with the binary's
+//! global allocator, per thread (`counting.rs`).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::future::{Ready, ready};
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
@@ -12,39 +9,7 @@ use std::task::{Context, Poll, Waker};
 use tower::Service;
 use tower_lb::{Balance, pick};
 
-struct Counting;
-
-thread_local! {
-    /// Allocations made by this thread (no destructor: usable inside the
-    /// allocator at any time).
-    static ALLOCS: Cell<usize> = const { Cell::new(0) };
-}
-
-fn bump() {
-    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-}
-
-fn allocs() -> usize {
-    ALLOCS.with(Cell::get)
-}
-
-// SAFETY: forwards to the system allocator; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        bump();
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        bump();
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+use crate::counting::allocations as allocs;
 
 /// A no-op endpoint that allocates nothing.
 #[derive(Clone)]

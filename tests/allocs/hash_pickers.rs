@@ -2,8 +2,6 @@
 //! that pin the hash definition, disruption on membership changes, bounded
 //! load, fallbacks, the request-key extractors, and configuration errors.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::convert::Infallible;
 use std::future::{Future, Ready, ready};
 use std::net::IpAddr;
@@ -22,42 +20,9 @@ use xxhash_rust::xxh64::xxh64;
 
 // ---------------------------------------------------------------- harness
 
-/// Counts heap allocations per thread, to check that picks allocate nothing.
-struct Counting;
-
-thread_local! {
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-fn count() {
-    let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
-}
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count();
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count();
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count();
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn allocations() -> usize {
-    ALLOCATIONS.with(Cell::get)
-}
+// Heap allocations per thread, to check that picks allocate nothing (the
+// binary's counting allocator, `counting.rs`).
+use crate::counting::allocations;
 
 /// Polls a future that must be ready at once (every endpoint here answers
 /// immediately).

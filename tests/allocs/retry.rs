@@ -876,29 +876,9 @@ fn every_config_error_names_its_field() {
 
 // ---- allocation -------------------------------------------------------------
 
-/// Counts heap allocations made by the current thread.
-struct CountingAlloc;
-
-thread_local! {
-    static ALLOCS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-// SAFETY: forwards every call to the system allocator unchanged; the counter
-// is a const-initialised thread local, which never allocates.
-unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
-        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: same contract as the caller's.
-        unsafe { std::alloc::System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { std::alloc::System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: CountingAlloc = CountingAlloc;
+// Heap allocations made by the current thread (the binary's counting
+// allocator, `counting.rs`).
+use crate::counting::allocations as allocs;
 
 /// A request answered by its first attempt allocates nothing in the retry
 /// layer (nor in `Balance`): no boxing, tried ids inline, no timer touched.
@@ -922,7 +902,7 @@ fn a_single_attempt_does_not_allocate() {
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     // One warm-up request (thread locals initialise lazily), then none.
     let _ = std::pin::pin!(svc.call(100)).poll(&mut cx);
-    let before = ALLOCS.with(|c| c.get());
+    let before = allocs();
     for id in 0..10 {
         let mut fut = std::pin::pin!(svc.call(id));
         assert!(matches!(
@@ -930,7 +910,7 @@ fn a_single_attempt_does_not_allocate() {
             std::task::Poll::Ready(Ok(_))
         ));
     }
-    assert_eq!(ALLOCS.with(|c| c.get()) - before, 0);
+    assert_eq!(allocs() - before, 0);
     assert_eq!(rig.calls(), 11);
 }
 
