@@ -1,8 +1,10 @@
-//! Shared by the discovery tests: a capture of the balancer's discovery
-//! events, and waiting for a condition on the real clock.
+//! Shared by the tests in `tests/it/`: the balancer's `tracing` events
+//! routed to the test that emitted them (a capture of the discovery
+//! events), and waiting for a condition on the real clock.
 #![allow(dead_code)]
 
-use std::sync::{Arc, Mutex};
+use std::cell::RefCell;
+use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
 use tracing::field::{Field, Visit};
@@ -19,38 +21,21 @@ pub struct Reported {
 /// The events on target `tower_lb` that carry a `source` field, emitted
 /// on the thread that installed the capture (a current-thread test
 /// runtime runs its drivers there).
-///
-/// One process-wide subscriber routes each event to its thread's capture:
-/// scoped (`set_default`) subscribers race on tracing's callsite-interest
-/// cache when tests of one binary run in parallel.
 #[derive(Clone, Default)]
 pub struct Capture(Arc<Mutex<Vec<Reported>>>);
 
-thread_local! {
-    static CURRENT: std::cell::RefCell<Option<Capture>> = const { std::cell::RefCell::new(None) };
-}
-
-/// Uninstalls the thread's capture when dropped.
-pub struct Installed;
-
-impl Drop for Installed {
-    fn drop(&mut self) {
-        CURRENT.with(|c| c.borrow_mut().take());
-    }
-}
-
-#[derive(Clone, Copy)]
-struct Router;
-
 impl Capture {
     pub fn install() -> (Self, Installed) {
-        static GLOBAL: std::sync::Once = std::sync::Once::new();
-        GLOBAL.call_once(|| {
-            let _ = tracing::subscriber::set_global_default(Router);
-        });
         let capture = Capture::default();
-        CURRENT.with(|c| *c.borrow_mut() = Some(capture.clone()));
-        (capture, Installed)
+        let sink = capture.clone();
+        let installed = route_events(move |event| {
+            let mut fields = Fields::default();
+            event.record(&mut fields);
+            if let (Some(source), Some(error)) = (fields.source, fields.error) {
+                sink.0.lock().unwrap().push(Reported { source, error });
+            }
+        });
+        (capture, installed)
     }
 
     pub fn events(&self, source: &str) -> Vec<Reported> {
@@ -81,9 +66,48 @@ impl Visit for Fields {
     }
 }
 
+/// What a thread's events on target `tower_lb` are handed to.
+type Sink = Box<dyn Fn(&Event<'_>)>;
+
+thread_local! {
+    static SINK: RefCell<Option<Sink>> = const { RefCell::new(None) };
+}
+
+/// Uninstalls the thread's sink when dropped.
+pub struct Installed;
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        let _ = SINK.try_with(|s| s.borrow_mut().take());
+    }
+}
+
+/// Hands every event on target `tower_lb` emitted on this thread to `sink`
+/// until the guard drops (the discovery captures here, the health events'
+/// capture in `health_events.rs`).
+///
+/// One process-wide subscriber routes each event to its thread's sink:
+/// scoped (`set_default`) subscribers race on tracing's callsite-interest
+/// cache when tests of one binary run in parallel. The tests of many
+/// areas share this binary, so the interest cache is rebuilt at each
+/// install: a callsite first hit by another test while the subscriber was
+/// being set keeps no stale "never".
+pub fn route_events(sink: impl Fn(&Event<'_>) + 'static) -> Installed {
+    static GLOBAL: Once = Once::new();
+    GLOBAL.call_once(|| {
+        let _ = tracing::subscriber::set_global_default(Router);
+    });
+    tracing::callsite::rebuild_interest_cache();
+    SINK.with(|s| *s.borrow_mut() = Some(Box::new(sink)));
+    Installed
+}
+
+#[derive(Clone, Copy)]
+struct Router;
+
 impl Subscriber for Router {
-    fn enabled(&self, _: &Metadata<'_>) -> bool {
-        true
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        metadata.target() == "tower_lb"
     }
     fn new_span(&self, _: &Attributes<'_>) -> Id {
         Id::from_u64(1)
@@ -94,15 +118,11 @@ impl Subscriber for Router {
         if event.metadata().target() != "tower_lb" {
             return;
         }
-        let mut fields = Fields::default();
-        event.record(&mut fields);
-        if let (Some(source), Some(error)) = (fields.source, fields.error) {
-            CURRENT.with(|c| {
-                if let Some(capture) = &*c.borrow() {
-                    capture.0.lock().unwrap().push(Reported { source, error });
-                }
-            });
-        }
+        let _ = SINK.try_with(|s| {
+            if let Some(sink) = &*s.borrow() {
+                sink(event);
+            }
+        });
     }
     fn enter(&self, _: &Id) {}
     fn exit(&self, _: &Id) {}

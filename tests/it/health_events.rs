@@ -16,33 +16,26 @@ use tower_lb::metrics::prometheus::Exporter;
 use tower_lb::outlier::OutlierDetection;
 use tower_lb::{Balance, pick};
 use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Metadata, Subscriber};
 
 type Svc = BoxCloneSyncService<(), &'static str, &'static str>;
 
 /// Captures the fields of every event on target `tower_lb` emitted on the
-/// thread that installed it. One process-wide subscriber routes events to
-/// their thread's capture: scoped subscribers race on tracing's interest
-/// cache when tests of one binary run in parallel.
+/// thread that installed it, through the binary's one process-wide
+/// subscriber (`support::route_events`).
 #[derive(Clone, Default)]
 struct Capture(Arc<Mutex<Vec<BTreeMap<String, String>>>>);
 
-thread_local! {
-    static CURRENT: std::cell::RefCell<Option<Capture>> = const { std::cell::RefCell::new(None) };
-}
-
-#[derive(Clone, Copy)]
-struct Router;
-
 impl Capture {
     fn install() -> Capture {
-        static GLOBAL: std::sync::Once = std::sync::Once::new();
-        GLOBAL.call_once(|| {
-            let _ = tracing::subscriber::set_global_default(Router);
-        });
         let capture = Capture::default();
-        CURRENT.with(|c| *c.borrow_mut() = Some(capture.clone()));
+        let sink = capture.clone();
+        // Installed for the rest of the test's thread.
+        std::mem::forget(crate::support::route_events(move |event| {
+            let mut fields = BTreeMap::new();
+            fields.insert("level".to_string(), event.metadata().level().to_string());
+            event.record(&mut Fields(&mut fields));
+            sink.0.lock().unwrap().push(fields);
+        }));
         capture
     }
 }
@@ -57,29 +50,6 @@ impl Visit for Fields<'_> {
         self.0
             .insert(field.name().to_string(), format!("{value:?}"));
     }
-}
-
-impl Subscriber for Router {
-    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-        metadata.target() == "tower_lb"
-    }
-    fn new_span(&self, _: &Attributes<'_>) -> Id {
-        Id::from_u64(1)
-    }
-    fn record(&self, _: &Id, _: &Record<'_>) {}
-    fn record_follows_from(&self, _: &Id, _: &Id) {}
-    fn event(&self, event: &Event<'_>) {
-        let mut fields = BTreeMap::new();
-        fields.insert("level".to_string(), event.metadata().level().to_string());
-        event.record(&mut Fields(&mut fields));
-        CURRENT.with(|c| {
-            if let Some(capture) = &*c.borrow() {
-                capture.0.lock().unwrap().push(fields);
-            }
-        });
-    }
-    fn enter(&self, _: &Id) {}
-    fn exit(&self, _: &Id) {}
 }
 
 fn switchable(name: &'static str, bad: Arc<AtomicBool>) -> Svc {

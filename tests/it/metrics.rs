@@ -512,13 +512,13 @@ async fn dashboard_queries_name_exported_metrics() {
         }
     }
     let labels = ["lb_endpoint", "lb_algorithm", "lb_name"];
-    // These need reporting backends and adaptive limits: tests/orca_servers.rs
+    // These need reporting backends and adaptive limits: tests/it/orca_servers.rs
     // (`hyper_servers_reports_steer_picks_and_reach_the_exposition`).
     let elsewhere = [
         "lb_endpoint_load_utilization",
         "lb_endpoint_concurrency_limit",
     ];
-    let there = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/orca_servers.rs");
+    let there = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/orca_servers.rs");
     assert!(
         std::fs::read_to_string(there).is_ok_and(|t| t.contains(elsewhere[0])),
         "{there} must test {elsewhere:?}"

@@ -2,11 +2,9 @@
 //! statuses in headers and trailers, streams holding their slots, A6
 //! retries (pushback, grpc-timeout), and balancer errors as statuses.
 
-mod grpc_server;
-
 use std::time::Duration;
 
-use grpc_server::{Echo, Reply, Server, open_stream, say, say_with, start};
+use crate::grpc_server::{Echo, Reply, Server, open_stream, say, say_with, start};
 use tokio::time::Instant;
 use tonic::Code;
 use tower::ServiceBuilder;
@@ -229,7 +227,7 @@ async fn grpc_timeout_bounds_the_whole_call() {
 /// Over the wire: the retry after a pushback tells the tonic server the
 /// time the call has left, not the caller's whole timeout (real time, with
 /// a second of slack for loopback and scheduling; the exact arithmetic is
-/// `tests/retry_deadline.rs`'s, on the paused clock).
+/// `tests/it/retry_deadline.rs`'s, on the paused clock).
 #[tokio::test]
 async fn a_retry_tells_the_server_the_time_left() {
     let flaky = start("flaky", |n| match n {
@@ -334,7 +332,7 @@ async fn hedges_follow_a6_non_fatal_sends_the_next_fatal_stops() {
 }
 
 #[allow(dead_code)]
-#[path = "../examples/tonic_client.rs"]
+#[path = "../../examples/tonic_client.rs"]
 mod tonic_client;
 
 #[tokio::test]

@@ -21,7 +21,7 @@ use tower_lb::http::{self, Classifier, MakeClient, Replica, ReplicaError, Replic
 use tower_lb::{Balance, Error, pick};
 
 #[allow(dead_code)]
-#[path = "../examples/https_client.rs"]
+#[path = "../../examples/https_client.rs"]
 mod https_client;
 
 use https_client::{Connections, Pki, SERVICE, serve};

@@ -2,8 +2,6 @@
 //! answer its probes, sent by `probe::spawn` through the endpoints' own
 //! services, over real hyper and tonic servers on 127.0.0.1.
 
-mod grpc_server;
-
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -136,7 +134,7 @@ async fn a_replica_that_stops_answering_probes_is_forgotten() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_probes_are_answered_trailers_only() {
-    use grpc_server::{Reply, say};
+    use crate::grpc_server::{Reply, say};
     // A tonic server with the layer in front of its routes.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -144,7 +142,7 @@ async fn grpc_probes_are_answered_trailers_only() {
     tokio::spawn(
         tonic::transport::Server::builder()
             .layer(load.layer())
-            .add_service(grpc_server::echoes("a", |_| Reply::Ok))
+            .add_service(crate::grpc_server::echoes("a", |_| Reply::Ok))
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
     );
     let lb = grpc::balance([format!("http://{addr}")])

@@ -2,8 +2,6 @@
 //! API server speaking the list and watch protocol for EndpointSlices.
 #![cfg(feature = "kube")]
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -21,7 +19,7 @@ use tower_lb::discover::Source;
 use tower_lb::discover::kube::{HINTS_LABEL, Kube};
 use tower_lb::{Balance, Handle, pick};
 
-use support::{Capture, eventually};
+use crate::support::{Capture, eventually};
 
 /// What the fake API server holds and how it misbehaves next.
 #[derive(Default)]

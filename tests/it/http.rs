@@ -20,12 +20,12 @@ use tower_lb::http::{Classifier, HostHeader, Origin, SetOrigin, balance};
 use tower_lb::{Balance, Error, pick};
 
 #[allow(dead_code)]
-#[path = "../examples/hyper_client.rs"]
+#[path = "../../examples/hyper_client.rs"]
 mod hyper_client;
 
 #[cfg(feature = "reqwest")]
 #[allow(dead_code)]
-#[path = "../examples/reqwest_client.rs"]
+#[path = "../../examples/reqwest_client.rs"]
 mod reqwest_client;
 
 type HyperClient = Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>;

@@ -6,15 +6,15 @@ use std::collections::BTreeMap;
 use tower_lb::breaker::State;
 
 #[allow(dead_code)]
-#[path = "../examples/prometheus.rs"]
+#[path = "../../examples/prometheus.rs"]
 mod prometheus_example;
 
 #[allow(dead_code)]
-#[path = "../examples/axum_gateway.rs"]
+#[path = "../../examples/axum_gateway.rs"]
 mod axum_gateway;
 
 #[allow(dead_code)]
-#[path = "../examples/breaker_config.rs"]
+#[path = "../../examples/breaker_config.rs"]
 mod breaker_config;
 
 /// Sum of the samples of `name` in an exposition.

@@ -2,10 +2,8 @@
 //! tonic over Envoy's protos, on 127.0.0.1.
 #![cfg(feature = "xds")]
 
-mod support;
-
 #[allow(dead_code)]
-#[path = "../examples/xds_client/main.rs"]
+#[path = "../../examples/xds_client/main.rs"]
 mod xds_example;
 
 use std::collections::HashMap;
@@ -23,7 +21,7 @@ use tower_lb::discover::xds::{CLUSTER_LABEL, Xds};
 use tower_lb::retry::Backoff;
 use tower_lb::{Balance, Handle, pick};
 
-use support::{Capture, eventually};
+use crate::support::{Capture, eventually};
 use xds_example::control_plane::{ControlPlane, assignment, endpoint, locality};
 
 type Svc = BoxCloneSyncService<(), SocketAddr, Infallible>;

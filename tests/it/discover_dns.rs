@@ -3,8 +3,6 @@
 //! and hickory-resolver against a local DNS server speaking the protocol.
 #![cfg(all(feature = "dns", feature = "dns-hickory"))]
 
-mod support;
-
 use std::convert::Infallible;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -22,7 +20,7 @@ use tower_lb::discover::dns::{
 };
 use tower_lb::{Balance, Handle, pick};
 
-use support::Capture;
+use crate::support::Capture;
 
 type Svc = tower::util::ServiceFn<fn(u32) -> std::future::Ready<Result<u32, Infallible>>>;
 
@@ -300,7 +298,7 @@ async fn hickory_reads_ttls_and_srv_records_from_a_real_server() {
         .unwrap();
     let stats = dns.stats();
     let _driver = dns.spawn(lb.handle(), |a| Some((a, svc())));
-    support::eventually("srv applied", || stats.updates() == 1).await;
+    crate::support::eventually("srv applied", || stats.updates() == 1).await;
     let eps = lb.handle().endpoints();
     assert_eq!(eps[0].0, "10.1.0.1:8443".parse::<SocketAddr>().unwrap());
     assert_eq!(eps[0].1.weight(), 3.0);
