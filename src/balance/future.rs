@@ -59,7 +59,7 @@ pin_project! {
 /// allocation for a call that outlives its first poll with a timeout set,
 /// next to which a network call's own costs are large; a call that answers
 /// at once, or any call without a timeout, allocates nothing
-/// (`tests/alloc.rs`).
+/// (`tests/allocs/alloc.rs`).
 enum Deadline {
     None,
     At(Instant),

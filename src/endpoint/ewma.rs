@@ -90,7 +90,7 @@ pub(crate) struct Rates {
 /// A revived endpoint then waits at most 3 s for its first call, within the
 /// 5 s recovery target with room for a call that times out after 1 s and
 /// is recorded after the revival; a dead one costs about one call per 3 s
-/// (`tests/recovery.rs` bounds a 30 s outage at twelve).
+/// (`tests/it/recovery.rs` bounds a 30 s outage at twelve).
 pub(crate) const PROBE_AFTER: f64 = 1.5;
 
 /// What a read of the EWMAs gives, decayed to the time of the read (the

@@ -157,7 +157,7 @@ impl EndpointState {
 /// RTT; while a call is in flight in the lane it reads as before, so the
 /// probe is one call, not every call that draws the endpoint until the
 /// first answers (a breaker's half-open state admits one probe for the
-/// same reason: in `tests/recovery.rs` a dead endpoint took 20 calls in
+/// same reason: in `tests/it/recovery.rs` a dead endpoint took 20 calls in
 /// 30 s without this, 12 or fewer with it).
 #[inline(always)]
 fn read(state: &EndpointState, hot: &Hot, now_ns: u64, rates: Rates) -> Idle {

@@ -62,7 +62,7 @@ const MIN_SUCCESS: f64 = 0.01;
 /// still divides by `weight · (1 − f)²` (1 for equal weights and no
 /// failures; tower has neither weights nor a failure term), and a failure
 /// still leaves a penalty sample in `est` (tower counts a failed call's
-/// latency like any other). `tests/peak_ewma.rs` checks every pick of a
+/// latency like any other). `tests/it/peak_ewma.rs` checks every pick of a
 /// run against the classic cost.
 ///
 /// # Server-reported utilization

@@ -30,7 +30,7 @@ pub const DEFAULT_HEDGE_MIN_SAMPLES: usize = 20;
 /// Latency samples kept: the last 1,024 attempts that answered well or were
 /// cut short. The p95 of 1,024 samples moves by about ±0.7 percentage points
 /// of probability from one window to the next (128 moved ±2 points: ±20%
-/// of the delay on a long tail, `tests/retry.rs`
+/// of the delay on a long tail, `tests/allocs/retry.rs`
 /// `percentile_hedge_delay_stays_at_the_true_p95`). A ring of atomics is
 /// lock-free to write and recent by construction; an `hdrhistogram` would need a lock and rotating windows to
 /// forget old latency, and could not hold cut-short (censored) samples.

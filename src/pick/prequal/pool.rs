@@ -132,7 +132,7 @@ struct State {
 /// quantile of the RIF distribution, not of the answers at hand: with the
 /// pool alone, a client sending one request at a time found the replica it
 /// had just picked hot (its probe saw that request in flight) and
-/// alternated between a 1 ms and a 40 ms replica (`tests/prequal.rs`).
+/// alternated between a 1 ms and a 40 ms replica (`tests/it/prequal.rs`).
 pub const HISTORY: usize = 64;
 
 /// How often the threshold is recomputed: every 8th answer.
