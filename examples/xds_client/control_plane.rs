@@ -1,7 +1,7 @@
 //! A toy xDS management server: state-of-the-world ADS serving
 //! `ClusterLoadAssignment`s, pushing every change to every stream, and
 //! recording what the clients sent (ACKs and NACKs). Also used by
-//! `tests/discover_xds.rs`.
+//! `tests/it/discover_xds.rs`.
 
 use std::net::SocketAddr;
 use std::pin::Pin;

@@ -30,7 +30,7 @@
 //! use http_body_util::Empty;
 //! use hyper_util::client::legacy::Client;
 //! use hyper_util::rt::TokioExecutor;
-//! use tower_lb::discover::{self, dns::Dns};
+//! use tower_lb::discover::{self, Source, dns::Dns};
 //! use tower_lb::http;
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {

@@ -34,7 +34,7 @@
 //! cluster's `v1_3x`), as kube asks of binaries.
 //!
 //! ```no_run
-//! use tower_lb::discover::{self, kube::Kube};
+//! use tower_lb::discover::{self, Source, kube::Kube};
 //! # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //! # let client = tower::service_fn(|_: ::http::Request<()>| async {
 //! #     Ok::<_, std::io::Error>(::http::Response::new(()))

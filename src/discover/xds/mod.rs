@@ -33,7 +33,7 @@
 //! incremental (delta) protocol is not spoken.
 //!
 //! ```no_run
-//! use tower_lb::discover::{self, xds::Xds};
+//! use tower_lb::discover::{self, Source, xds::Xds};
 //! # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //! # let client = tower::service_fn(|_: ::http::Request<()>| async {
 //! #     Ok::<_, std::io::Error>(::http::Response::new(()))
