@@ -283,6 +283,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
     /// name unless [`name`](Builder::name) was set. See [`crate::metrics`]
     /// for the instruments and their cost.
     #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn metrics(mut self, metrics: crate::metrics::Metrics) -> Self
     where
         K: std::fmt::Display,
@@ -298,6 +299,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
     /// called once per endpoint, when the endpoint joins; keep its output
     /// bounded (no request data).
     #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn metrics_with(
         self,
         metrics: crate::metrics::Metrics,
