@@ -245,7 +245,7 @@ impl<K, S, P: Picker, C> Shared<K, S, P, C> {
                 weight,
                 meta,
                 ramp_start,
-                breaker: self.health.breaker_for(me.clone()),
+                guards: self.health.guards_for(me.clone()),
                 observer,
             };
             EndpointState::new(birth, &self.model, now)

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Completion, EndpointState, Lane};
-use crate::breaker::Ticket;
+use crate::guards::Pass;
 use crate::outcome::{FailureKind, Outcome};
 
 /// One in-flight request on an endpoint. Dropping it releases the slot, exactly
@@ -31,8 +31,9 @@ pub struct InFlight {
     /// [`lanes`](super::lanes)).
     lane: Arc<Lane>,
     concurrency: usize,
-    /// The breaker's permit for this call, when the endpoint has a breaker.
-    ticket: Option<Ticket>,
+    /// What the endpoint's guards admitted this call with (its breaker's
+    /// permit), when they gave anything.
+    pass: Option<Pass>,
     /// When the call was dispatched, in ns since the balancer's epoch,
     /// while it is pending (dispatched and not yet recorded). One word with
     /// its tag, rather than a `bool` beside the time: moving the guard read
@@ -47,7 +48,7 @@ impl InFlight {
         Self {
             lane,
             concurrency,
-            ticket: None,
+            pass: None,
             started: None,
         }
     }
@@ -65,18 +66,18 @@ impl InFlight {
     }
 
     /// A call started at `now_ns` (since the balancer's epoch) on a slot
-    /// already taken, with its breaker `ticket` if the endpoint has one.
+    /// already taken, with the guards' `pass` if they gave one.
     #[inline]
     pub(super) fn started(
         lane: Arc<Lane>,
         concurrency: usize,
-        ticket: Option<Ticket>,
+        pass: Option<Pass>,
         start_ns: u64,
     ) -> Self {
         Self {
             lane,
             concurrency,
-            ticket,
+            pass,
             started: Some(start_ns),
         }
     }
@@ -148,7 +149,7 @@ impl InFlight {
     /// after everything is recorded.
     ///
     /// The health owner is called only when it has something to do with the
-    /// call (a breaker ticket, or a judge of every call such as outlier
+    /// call (a guards' pass, or a judge of every call such as outlier
     /// detection), out of line, and the call's instant is rebuilt from
     /// `now_ns` there: threaded through the answer and called every time,
     /// the judge cost the default `Balance` about 10 ns per request with
@@ -170,13 +171,13 @@ impl InFlight {
         // Taken only when there is one: writing `None` over `None` here, read
         // back whole by the guard's drop right after, stalled store
         // forwarding on every request.
-        let ticket = if self.ticket.is_some() {
-            self.ticket.take()
+        let pass = if self.pass.is_some() {
+            self.pass.take()
         } else {
             None
         };
-        if ticket.is_some() || state.model.judge_untracked {
-            judge_finished(state, ticket, outcome, latency, now_ns);
+        if pass.is_some() || state.model.judge_untracked {
+            judge_finished(state, pass, outcome, latency, now_ns);
         }
     }
 }
@@ -185,7 +186,7 @@ impl InFlight {
 #[inline(never)]
 fn judge_finished(
     state: &EndpointState,
-    ticket: Option<Ticket>,
+    pass: Option<Pass>,
     outcome: &Outcome,
     latency: Duration,
     now_ns: u64,
@@ -193,7 +194,7 @@ fn judge_finished(
     state
         .model
         .judge
-        .finished(state, ticket, outcome, latency, now_ns);
+        .finished(state, pass, outcome, latency, now_ns);
 }
 
 impl Drop for InFlight {
@@ -206,14 +207,14 @@ impl Drop for InFlight {
                 let state = &*self.lane.state;
                 let now_ns = state.model.nanos(Instant::now());
                 state.record_abandoned(now_ns.saturating_sub(start_ns), now_ns, self.lane.index);
-                state.model.judge.abandoned(state, self.ticket.take());
+                state.model.judge.abandoned(state, self.pass.take());
             }
-        } else if let Some(t) = self.ticket.take() {
-            // A ticket on a call never started: `start` starts every call it
+        } else if let Some(p) = self.pass.take() {
+            // A pass on a call never started: `start` starts every call it
             // admits, so only a guard built otherwise gets here; its probe is
             // given back all the same.
             let state = &*self.lane.state;
-            state.model.judge.abandoned(state, Some(t));
+            state.model.judge.abandoned(state, Some(p));
         }
         self.lane.state.release(self.lane.index);
     }

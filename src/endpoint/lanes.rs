@@ -48,7 +48,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::{EndpointState, InFlight};
-use crate::breaker::Ticket;
+use crate::guards::Pass;
 
 /// The most lanes an endpoint has: threads beyond it share lanes.
 pub(crate) const LANES: usize = 8;
@@ -108,8 +108,8 @@ impl Lane {
     }
 
     /// Takes one in-flight slot on this lane, unless the endpoint already
-    /// has `cap`, then asks `ticket` (the breaker's permit) and starts the
-    /// call at `now_ns`; the slot is given back if `ticket` refuses.
+    /// has `cap`, then asks `admit` (the endpoint's guards) and starts the
+    /// call at `now_ns`; the slot is given back if `admit` refuses.
     ///
     /// The guard is built once, complete, rather than taken and then filled
     /// in by value: each step moved it, and the moves' partial writes and
@@ -124,15 +124,15 @@ impl Lane {
         state: &EndpointState,
         cap: Option<usize>,
         now_ns: u64,
-        ticket: impl FnOnce(&EndpointState) -> Result<Option<Ticket>, E>,
+        admit: impl FnOnce(&EndpointState) -> Result<Option<Pass>, E>,
     ) -> Option<InFlight> {
         debug_assert!(std::ptr::eq(state, &*self.state));
         let concurrency = state.take_slot(cap, self.index)?;
-        match ticket(state) {
-            Ok(ticket) => Some(InFlight::started(
+        match admit(state) {
+            Ok(pass) => Some(InFlight::started(
                 Arc::clone(self),
                 concurrency,
-                ticket,
+                pass,
                 now_ns,
             )),
             Err(_) => {

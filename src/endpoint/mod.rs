@@ -17,8 +17,10 @@
 //!   trusted for a bounded time, and A58's weight inputs.
 //! * **Concurrency limit:** with [`AdaptiveConcurrency`], a limit on calls in
 //!   flight learned from latency against the floor.
-//! * **Health inputs:** the endpoint's circuit breaker and outlier counters,
-//!   which the [health owner](crate::health) reads and writes.
+//! * **Health inputs:** the endpoint's guards (its circuit breaker and
+//!   outlier counters), which the model stores but never reads: the
+//!   [health owner](crate::health) admits, judges and reads through them,
+//!   and writes the health bits the pickers read.
 //!
 //! How a finished call is recorded: the guard measures the latency, asks the
 //! classifier for the outcome, feeds the latency model, then hands the call
@@ -65,7 +67,7 @@ pub(crate) use lanes::{Lane, current as current_lane, mask_for_cores};
 pub(crate) use limit::{Cap, CapCell};
 pub(crate) use view::View;
 
-use crate::breaker::Ticket;
+use crate::guards::Pass;
 use crate::outcome::Outcome;
 
 /// Default decay time constant τ of the latency EWMA: 10 s, as in Finagle and
@@ -123,7 +125,7 @@ pub(crate) struct Model {
     /// cap or adaptive limits, which need the exact count.
     pub(crate) lane_mask: usize,
     /// [`Judge::judges_untracked`], read once: when false, a call with no
-    /// breaker ticket ends without the call into the judge.
+    /// pass ends without the call into the judge.
     pub(crate) judge_untracked: bool,
 }
 
@@ -157,18 +159,18 @@ pub(crate) trait Judge: Send + Sync + 'static {
     fn finished(
         &self,
         state: &EndpointState,
-        ticket: Option<Ticket>,
+        pass: Option<Pass>,
         outcome: &Outcome,
         latency: Duration,
         now_ns: u64,
     );
 
     /// A call was dropped by its caller before it ended: it says nothing
-    /// about the endpoint (its breaker permit is given back).
-    fn abandoned(&self, state: &EndpointState, ticket: Option<Ticket>);
+    /// about the endpoint (what its `pass` holds is given back).
+    fn abandoned(&self, state: &EndpointState, pass: Option<Pass>);
 
     /// Whether [`finished`](Self::finished) does anything for a call that
-    /// holds no breaker ticket (outlier detection, for one). Asked once,
+    /// holds no pass from the guards (outlier detection, for one). Asked once,
     /// when the balancer is built: the answer must not change afterwards.
     fn judges_untracked(&self) -> bool;
 }

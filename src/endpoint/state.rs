@@ -14,9 +14,8 @@ use super::limit::Limit;
 use super::parallelism::Parallelism;
 use super::reported::Reported;
 use super::{EndpointMeta, EndpointObserver, MAX_RETRY_AFTER_PENALTY, Model};
-use crate::breaker::CircuitBreaker;
+use crate::guards::Guards;
 use crate::outcome::{FailureKind, Outcome};
-use crate::outlier::HostStats;
 
 /// The floor latency of the parallelism estimate creeps up this many times
 /// slower than the latency EWMA decays, so sustained queueing is not
@@ -70,8 +69,9 @@ pub struct EndpointState {
     ignored: AtomicU64,
     /// Calls dropped before they ended (cancelled, lost hedges).
     abandoned: AtomicU64,
-    outlier: HostStats,
-    breaker: Option<CircuitBreaker>,
+    /// The breaker and outlier counters, for the health owner only (see
+    /// [`crate::guards`]).
+    guards: Guards,
     /// Reasons the health owner counts this endpoint unhealthy (bit set).
     health_bits: AtomicU8,
     /// Whether the endpoint is in the set the health census counts.
@@ -117,7 +117,7 @@ pub(crate) struct Birth {
     /// Where its slow-start ramp starts (ns since the epoch; in the past
     /// for an endpoint resuming a remembered ramp), if it ramps.
     pub(crate) ramp_start: Option<u64>,
-    pub(crate) breaker: Option<CircuitBreaker>,
+    pub(crate) guards: Guards,
     pub(crate) observer: Option<Box<dyn EndpointObserver>>,
 }
 
@@ -147,8 +147,7 @@ impl EndpointState {
             failures: Default::default(),
             ignored: AtomicU64::new(0),
             abandoned: AtomicU64::new(0),
-            outlier: HostStats::default(),
-            breaker: birth.breaker,
+            guards: birth.guards,
             health_bits: AtomicU8::new(0),
             counted: AtomicBool::new(false),
             draining: AtomicBool::new(false),
@@ -192,19 +191,18 @@ impl EndpointState {
         self.limit.get().ceil() as usize
     }
 
-    /// Outlier-detection counters and ejection state.
-    pub fn outlier(&self) -> &HostStats {
-        &self.outlier
+    /// The endpoint's guards (breaker, outlier counters), for the health
+    /// owner: its public readers (`breaker`, `outlier`, `is_ejected`) are
+    /// written there.
+    #[inline(always)]
+    pub(crate) fn guards(&self) -> &Guards {
+        &self.guards
     }
 
-    /// Whether outlier detection has ejected this endpoint at `now`.
-    pub fn is_ejected(&self, now: Instant) -> bool {
-        self.outlier.is_ejected(self.model.nanos(now))
-    }
-
-    /// This endpoint's circuit breaker, when the balancer has breakers.
-    pub fn breaker(&self) -> Option<&CircuitBreaker> {
-        self.breaker.as_ref()
+    /// Nanoseconds from the balancer's epoch to `now`.
+    #[inline]
+    pub(crate) fn nanos(&self, now: Instant) -> u64 {
+        self.model.nanos(now)
     }
 
     /// The endpoint's locality, priority and labels.
@@ -431,11 +429,5 @@ impl std::fmt::Debug for EndpointState {
             .field("failures", &self.failures())
             .field("draining", &self.is_draining())
             .finish_non_exhaustive()
-    }
-}
-
-impl AsRef<HostStats> for Arc<EndpointState> {
-    fn as_ref(&self) -> &HostStats {
-        self.outlier()
     }
 }

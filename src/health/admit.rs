@@ -29,10 +29,7 @@ impl Health {
         now: Instant,
         now_ns: u64,
     ) -> Option<InFlight> {
-        lane.start(state, cap.of(state), now_ns, |s| match s.breaker() {
-            Some(b) => b.acquire_ticket(now).map(Some),
-            None => Ok(None),
-        })
+        lane.start(state, cap.of(state), now_ns, |s| s.guards().admit(now))
     }
 
     /// Why no endpoint of `states` took the call, counted once per

@@ -47,6 +47,7 @@
 
 mod admit;
 mod census;
+mod endpoint;
 mod events;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -58,9 +59,10 @@ pub use events::{HealthChange, HealthEvent};
 pub(crate) use census::{BREAKER, CHECK, EJECTED, Route, SOFT};
 pub(crate) use events::{Events, Hook};
 
-use crate::breaker::{CircuitBreakerConfig, State, Ticket, Transition};
+use crate::breaker::{CircuitBreaker, CircuitBreakerConfig, State, Transition};
 use crate::endpoint::{EndpointState, Judge};
 use crate::error::Refusal;
+use crate::guards::{Guards, Pass};
 use crate::outcome::Outcome;
 use crate::outlier::{Detector, EjectionReason, OutlierDetection};
 use crate::rng::RngSource;
@@ -172,21 +174,19 @@ impl Health {
         self.pool.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A circuit breaker for a new endpoint, reporting its transitions to
-    /// this owner (`state` is the endpoint being built).
-    pub(crate) fn breaker_for(
-        self: &Arc<Self>,
-        state: std::sync::Weak<EndpointState>,
-    ) -> Option<crate::breaker::CircuitBreaker> {
-        let cfg = self.breaker.clone()?;
-        let health = Arc::downgrade(self);
-        Some(
-            crate::breaker::CircuitBreaker::new(cfg).on_transition(move |t| {
+    /// The guards of a new endpoint: its circuit breaker (when the
+    /// balancer has breakers), reporting its transitions to this owner, and
+    /// fresh outlier counters (`state` is the endpoint being built).
+    pub(crate) fn guards_for(self: &Arc<Self>, state: std::sync::Weak<EndpointState>) -> Guards {
+        let breaker = self.breaker.clone().map(|cfg| {
+            let health = Arc::downgrade(self);
+            CircuitBreaker::new(cfg).on_transition(move |t| {
                 if let (Some(h), Some(s)) = (health.upgrade(), state.upgrade()) {
                     h.on_breaker(&s, t);
                 }
-            }),
-        )
+            })
+        });
+        Guards::new(breaker)
     }
 
     fn on_breaker(&self, state: &EndpointState, t: Transition) {
@@ -291,14 +291,15 @@ impl Judge for Health {
     fn finished(
         &self,
         state: &EndpointState,
-        ticket: Option<Ticket>,
+        pass: Option<Pass>,
         outcome: &Outcome,
         latency: Duration,
         now_ns: u64,
     ) {
         let outcome = *outcome;
-        if let (Some(b), Some(t)) = (state.breaker(), ticket) {
-            b.record_ticket(t, outcome, latency, state.instant_at(now_ns));
+        if let Some(p) = pass {
+            let now = state.instant_at(now_ns);
+            state.guards().record(p, outcome, latency, now);
         }
         if let Some(o) = &self.outlier {
             if let Some(reason) = state.outlier().record(&o.cfg, outcome, latency, now_ns) {
@@ -310,9 +311,9 @@ impl Judge for Health {
         }
     }
 
-    fn abandoned(&self, state: &EndpointState, ticket: Option<Ticket>) {
-        if let (Some(b), Some(t)) = (state.breaker(), ticket) {
-            b.release_ticket(t);
+    fn abandoned(&self, state: &EndpointState, pass: Option<Pass>) {
+        if let Some(p) = pass {
+            state.guards().release(p);
         }
     }
 

@@ -63,7 +63,7 @@ impl Fixture {
                     weight: w,
                     meta: EndpointMeta::default(),
                     ramp_start: None,
-                    breaker: None,
+                    guards: Default::default(),
                     observer: None,
                 };
                 Arc::new(EndpointState::new(birth, &model, model.epoch.instant()))
