@@ -85,6 +85,16 @@ pub(crate) fn check_bounded(
     }
 }
 
+/// The tokio runtime this is called from, or a [`ConfigError`] on `field`
+/// whose expectation names what needs the runtime (`expected`).
+pub(crate) fn current_runtime(
+    field: &'static str,
+    expected: &'static str,
+) -> Result<tokio::runtime::Handle, ConfigError> {
+    tokio::runtime::Handle::try_current()
+        .map_err(|_| ConfigError::new(field, "no tokio runtime", expected))
+}
+
 /// Checks that a duration is not zero and at most one year.
 pub(crate) fn check_positive(
     field: &'static str,

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::{HealthCheck, Probe};
 use crate::balance::{Balance, Shared};
-use crate::error::ConfigError;
+use crate::error::{ConfigError, current_runtime};
 use crate::pick::Picker;
 
 /// The running health checks of one balancer. Dropping it stops them (and
@@ -60,13 +60,7 @@ where
     C: Send + Sync + 'static,
     Pr: Probe<K, S>,
 {
-    let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
-        ConfigError::new(
-            "health_check",
-            "no tokio runtime",
-            "started from within a tokio runtime",
-        )
-    })?;
+    let runtime = current_runtime("health_check", "started from within a tokio runtime")?;
     if !lb.shared.health.attach_checks() {
         return Err(ConfigError::new(
             "health_check",

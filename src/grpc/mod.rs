@@ -81,6 +81,7 @@ pub use status::{IntoStatus, StatusFuture, StatusLayer, ToStatus};
 use tonic::transport::{Channel, Endpoint};
 
 use crate::balance::Builder;
+use crate::error::current_runtime;
 use crate::http::Origin;
 use crate::pick::PeakEwma;
 use crate::{Balance, ConfigError};
@@ -102,13 +103,10 @@ where
     I: IntoIterator,
     I::Item: AsRef<str>,
 {
-    if tokio::runtime::Handle::try_current().is_err() {
-        return Err(ConfigError::new(
-            "runtime",
-            "none",
-            "a call inside a tokio runtime (tonic channels spawn their worker)",
-        ));
-    }
+    current_runtime(
+        "runtime",
+        "a call inside a tokio runtime (tonic channels spawn their worker)",
+    )?;
     let mut b = Balance::builder()
         .classify(Classifier::new())
         .labels(Origin::to_string);

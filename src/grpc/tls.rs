@@ -29,6 +29,7 @@ use std::net::SocketAddr;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint, Uri};
 
 use crate::ConfigError;
+use crate::error::current_runtime;
 use crate::http::tls::check_https;
 use crate::http::{MakeClient, Origin, Target, server_name};
 
@@ -104,13 +105,7 @@ impl MakeClient for TlsChannels {
     fn make_client(&self, target: &Target<'_>) -> Result<Channel, ConfigError> {
         let endpoint = self.endpoint(target.service, target.server_name, target.addr)?;
         // A channel spawns its worker task at once.
-        if tokio::runtime::Handle::try_current().is_err() {
-            return Err(ConfigError::new(
-                "runtime",
-                "none",
-                "a tokio runtime: make tonic channels inside one",
-            ));
-        }
+        current_runtime("runtime", "a tokio runtime: make tonic channels inside one")?;
         Ok(endpoint.connect_lazy())
     }
 }

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use super::Prober;
 use crate::balance::{Balance, Shared};
 use crate::endpoint::Model;
-use crate::error::ConfigError;
+use crate::error::{ConfigError, current_runtime};
 use crate::orca::{LATENCY_METRIC, LoadReport, RIF_METRIC};
 use crate::pick::Picker;
 use crate::pick::prequal::{Answer, ProbePool, ProbeStats};
@@ -69,13 +69,7 @@ where
     C: Send + Sync + 'static,
     Pr: Prober<K, S>,
 {
-    let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
-        ConfigError::new(
-            "probe",
-            "no tokio runtime",
-            "started from within a tokio runtime",
-        )
-    })?;
+    let runtime = current_runtime("probe", "started from within a tokio runtime")?;
     let picker = lb.picker();
     let pool = picker
         .probe_pool()

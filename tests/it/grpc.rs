@@ -364,3 +364,15 @@ async fn a_bad_origin_is_reported_on_the_documented_field() {
         assert_eq!(err, Some("origins"), "{bad:?}");
     }
 }
+
+/// `grpc::balance` outside a tokio runtime is a `ConfigError` on `runtime`
+/// (tonic's channels spawn their worker when made), not a panic.
+#[test]
+fn balance_needs_a_runtime() {
+    let e = grpc::balance(["http://127.0.0.1:50051"]).err().unwrap();
+    assert_eq!(
+        (e.field(), e.value()),
+        ("runtime", "\"no tokio runtime\""),
+        "{e}"
+    );
+}

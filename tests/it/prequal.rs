@@ -158,3 +158,35 @@ async fn grpc_probes_are_answered_trailers_only() {
     let c = probes.counts();
     assert!(c.answered > 0 && c.failed == 0, "{c:?}");
 }
+
+/// `probe::spawn`'s refusals name their field: outside a tokio runtime
+/// (`probe`), and for a picker that takes no probes (`picker`).
+#[test]
+fn probes_need_a_runtime_and_a_probing_picker() {
+    type Svc = tower::util::BoxCloneSyncService<(), (), Infallible>;
+    let svc = || Svc::new(service_fn(|()| async { Ok::<_, Infallible>(()) }));
+    let prober =
+        |_: &&str, _svc: Svc| async { Ok::<_, Infallible>(tower_lb::orca::LoadReport::default()) };
+    let lb = tower_lb::Balance::builder()
+        .picker(Prequal::new())
+        .endpoint("a", svc())
+        .build()
+        .unwrap();
+    let e = probe::spawn(&lb, prober).unwrap_err();
+    assert_eq!(
+        (e.field(), e.value()),
+        ("probe", "\"no tokio runtime\""),
+        "{e}"
+    );
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let _in_runtime = rt.enter();
+    let lb = tower_lb::Balance::builder()
+        .endpoint("a", svc())
+        .build()
+        .unwrap();
+    let e = probe::spawn(&lb, prober).unwrap_err();
+    assert_eq!((e.field(), e.value()), ("picker", "\"peak_ewma\""), "{e}");
+}

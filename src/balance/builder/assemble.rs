@@ -9,7 +9,7 @@ use arc_swap::ArcSwap;
 use tokio::time::Instant;
 
 use super::super::{Balance, Built, Entry, Member, Shared, Snapshot};
-use super::{Builder, DEFAULT_NAME};
+use super::{Builder, DEFAULT_NAME, Settings};
 use crate::endpoint::{CapCell, Model, Rates};
 use crate::health::{Events, Health, Settings as HealthSettings};
 use crate::pick::Picker;
@@ -23,40 +23,21 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         K: Hash,
         P: Picker,
     {
-        let cfg = self.cfg;
+        let mut cfg = self.cfg;
         let now = Instant::now();
-        let name = cfg.name.unwrap_or_else(|| Arc::from(DEFAULT_NAME));
+        let name = cfg.name.take().unwrap_or_else(|| Arc::from(DEFAULT_NAME));
         let health = Arc::new(Health::new(HealthSettings {
-            breaker: cfg.breaker,
-            outlier: cfg.outlier,
+            breaker: cfg.breaker.take(),
+            outlier: cfg.outlier.take(),
             panic_threshold: cfg.panic_threshold,
             panic_mode: cfg.panic_mode,
             events: Events {
                 balancer: Arc::clone(&name),
-                hook: cfg.hook,
+                hook: cfg.hook.take(),
             },
             seed: cfg.seed,
         }));
-        let model = Arc::new(Model {
-            epoch: crate::time::Epoch::new(now),
-            rates: Rates {
-                latency: 1.0 / cfg.decay.as_nanos() as f64,
-                failure: 1.0 / cfg.failure_decay.as_nanos() as f64,
-                sample: 1.0 / cfg.sample_decay.as_nanos() as f64,
-            },
-            default_rtt_ns: cfg.default_rtt.as_nanos() as f64,
-            penalty_ns: cfg.failure_penalty.as_nanos() as f64,
-            slow_start: cfg.slow_start,
-            report_expiry_ns: crate::time::nanos(cfg.load.report_expiry),
-            adaptive: cfg.load.adaptive,
-            lane_mask: if cfg.load.per_thread && cfg.cap.is_none() && cfg.load.adaptive.is_none() {
-                crate::endpoint::mask_for_cores()
-            } else {
-                0
-            },
-            judge_untracked: crate::endpoint::Judge::judges_untracked(&*health),
-            judge: Arc::clone(&health) as _,
-        });
+        let model = Arc::new(model(&cfg, &health, now));
         let observer = cfg.observer.map(|make| {
             make(&Built {
                 algorithm: self.picker.name(),
@@ -98,5 +79,30 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             .collect();
         shared.publish(members);
         Balance::from_shared(shared)
+    }
+}
+
+/// The endpoint model of a balancer built from `cfg`: its time constants,
+/// penalties and limits, and `health` as the judge of finished calls.
+fn model<K, S>(cfg: &Settings<K, S>, health: &Arc<Health>, now: Instant) -> Model {
+    Model {
+        epoch: crate::time::Epoch::new(now),
+        rates: Rates {
+            latency: 1.0 / cfg.decay.as_nanos() as f64,
+            failure: 1.0 / cfg.failure_decay.as_nanos() as f64,
+            sample: 1.0 / cfg.sample_decay.as_nanos() as f64,
+        },
+        default_rtt_ns: cfg.default_rtt.as_nanos() as f64,
+        penalty_ns: cfg.failure_penalty.as_nanos() as f64,
+        slow_start: cfg.slow_start,
+        report_expiry_ns: crate::time::nanos(cfg.load.report_expiry),
+        adaptive: cfg.load.adaptive,
+        lane_mask: if cfg.load.per_thread && cfg.cap.is_none() && cfg.load.adaptive.is_none() {
+            crate::endpoint::mask_for_cores()
+        } else {
+            0
+        },
+        judge_untracked: crate::endpoint::Judge::judges_untracked(&**health),
+        judge: Arc::clone(health) as _,
     }
 }
