@@ -32,7 +32,7 @@
 //!   and `PeakEwma`'s utilization term; and adaptive per-endpoint
 //!   concurrency limits ([`endpoint::AdaptiveConcurrency`]).
 //! * [`discover`] — endpoints from DNS (feature `dns`; TTLs and SRV with
-//!   `dns-hickory`), Kubernetes EndpointSlices (`kube`) and xDS EDS over ADS
+//!   `dns-hickory`), Kubernetes EndpointSlices (the `tower-lb-kube` crate) and xDS EDS over ADS
 //!   (`xds`), all through one reconciler that keeps known endpoints' models.
 //! * [`probe`] — the probes of the [`pick::Prequal`] picker, sent by a
 //!   driver task through each endpoint's own service.

@@ -10,8 +10,7 @@ use tokio::task::{JoinError, JoinHandle};
 /// its balancer is still there while no update arrives: often enough that
 /// a dropped balancer frees its connection within a second, rarely enough
 /// to cost nothing.
-#[cfg(any(feature = "kube", feature = "xds"))]
-pub(crate) const LIVENESS_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
+pub const LIVENESS_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A running discovery source. Dropping it stops the source (its task is
 /// aborted); so does dropping the balancer and all its handles.
@@ -27,10 +26,6 @@ pub struct Driver {
 
 impl Driver {
     /// Spawns `source` on the current tokio runtime.
-    #[cfg_attr(
-        not(any(feature = "dns", feature = "kube", feature = "xds")),
-        allow(dead_code)
-    )]
     pub(crate) fn spawn(source: impl Future<Output = ()> + Send + 'static) -> Self {
         Self {
             task: Some(tokio::spawn(source)),
@@ -75,18 +70,31 @@ impl Future for Driver {
 
 /// True when only the source's own handle is left: every `Balance` and
 /// every other `Handle` of the balancer is gone.
-#[cfg(any(feature = "dns", feature = "kube", feature = "xds"))]
 pub(crate) fn balancer_gone<K, S, P: crate::pick::Picker, C>(
     handle: &crate::Handle<K, S, P, C>,
 ) -> bool {
     std::sync::Arc::strong_count(&handle.shared) == 1
 }
 
-/// Resolves once the balancer is gone, checking every [`LIVENESS_CHECK`].
-#[cfg(any(feature = "kube", feature = "xds"))]
-pub(crate) async fn until_gone<K, S, P: crate::pick::Picker, C>(
-    handle: &crate::Handle<K, S, P, C>,
-) {
+/// Resolves once `handle`'s balancer is gone (every `Balance` and every
+/// other `Handle` of it dropped), checking every [`LIVENESS_CHECK`]: a
+/// long-lived source (a watch, a stream) selects on it beside its updates,
+/// so that it ends with its balancer.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), tower_lb::ConfigError> {
+/// # type Svc = tower::util::BoxCloneSyncService<(), (), std::convert::Infallible>;
+/// let lb = tower_lb::Balance::<&str, Svc>::builder().build()?;
+/// let handle = lb.handle();
+/// let source = tokio::spawn(async move {
+///     tower_lb::discover::until_gone(&handle).await; // select on it beside the updates
+/// });
+/// drop(lb);
+/// source.await.unwrap(); // ended within a second of the balancer
+/// # Ok(()) }
+/// ```
+pub async fn until_gone<K, S, P: crate::pick::Picker, C>(handle: &crate::Handle<K, S, P, C>) {
     let mut tick = tokio::time::interval(LIVENESS_CHECK);
     loop {
         tick.tick().await;

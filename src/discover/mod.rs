@@ -4,7 +4,7 @@
 //! | source | feature | reads | weight | locality / priority | draining |
 //! |---|---|---|---|---|---|
 //! | [`dns`] | `dns` (`dns-hickory` for TTLs and SRV) | A/AAAA, or SRV then A/AAAA | SRV weight | SRV priority (ranked) | — |
-//! | `kube` | `kube` | the EndpointSlices of one Service | 1 | zone; hints as a label | `serving && terminating` |
+//! | `tower_lb_kube::Kube` | the `tower-lb-kube` crate | the EndpointSlices of one Service | 1 | zone; hints as a label | `serving && terminating` |
 //! | `xds` | `xds` | `ClusterLoadAssignment`s over ADS | `load_balancing_weight` | locality, its weight, priority | `DRAINING` (and `DEGRADED`) |
 //!
 //! Every source works the same way:
@@ -27,6 +27,15 @@
 //!   [`spawn`](Source::spawn) runs it as one task and returns a [`Driver`]: dropping the
 //!   driver stops the source, and so does dropping the balancer with all its
 //!   handles.
+//!
+//! # A source of your own
+//!
+//! Everything a source needs is public: a [`Reconciler`] to apply each
+//! desired set, [`Stats::applied`] and [`Stats::error`] to count updates and
+//! errors (the error is also reported on the balancer), and [`until_gone`]
+//! to end with the balancer. Kubernetes discovery is written this way, in a
+//! crate of its own (`tower-lb-kube`, since its API names `kube::Client`
+//! and kube's breaking releases should not be tower-lb's).
 
 mod driver;
 mod reconcile;
@@ -36,22 +45,17 @@ mod stats;
 #[cfg(feature = "dns")]
 #[cfg_attr(docsrs, doc(cfg(feature = "dns")))]
 pub mod dns;
-#[cfg(feature = "kube")]
-#[cfg_attr(docsrs, doc(cfg(feature = "kube")))]
-pub mod kube;
 #[cfg(feature = "xds")]
 #[cfg_attr(docsrs, doc(cfg(feature = "xds")))]
 pub mod xds;
 
-pub use driver::Driver;
+pub use driver::{Driver, LIVENESS_CHECK, until_gone};
 pub use reconcile::{Applied, Reconciler, Target, TargetState};
 pub use source::Source;
 pub use stats::Stats;
 
 #[cfg(feature = "dns")]
 pub(crate) use driver::balancer_gone;
-#[cfg(any(feature = "kube", feature = "xds"))]
-pub(crate) use driver::until_gone;
 
 #[cfg(feature = "http")]
 use crate::http::{Origin, SetOrigin};

@@ -11,8 +11,8 @@ use crate::pick::Picker;
 /// A discovery source: it learns where a service's replicas are (DNS,
 /// Kubernetes EndpointSlices, an xDS control plane) and keeps a balancer's
 /// endpoints in step through its [`Handle`], as the [module docs](super)
-/// describe. Build one with its builder (`Dns::builder`, `Kube::builder`,
-/// `Xds::builder`), take its [`stats`](Source::stats), then
+/// describe. Build one with its builder (`Dns::builder`, `Xds::builder`,
+/// `tower_lb_kube::Kube::builder`), take its [`stats`](Source::stats), then
 /// [`spawn`](Source::spawn) it (or await [`run`](Source::run) yourself).
 ///
 /// ```

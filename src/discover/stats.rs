@@ -66,24 +66,20 @@ impl Stats {
         self.errors()
     }
 
-    #[cfg_attr(
-        not(any(feature = "dns", feature = "kube", feature = "xds")),
-        allow(dead_code)
-    )]
-    pub(crate) fn applied(&self, done: &Applied) {
+    /// Counts an update that `done` applied (a source's own update, as a
+    /// [`Reconciler::apply`](super::Reconciler::apply) returns it): the
+    /// endpoints and draining counts it left, and one more update.
+    pub fn applied(&self, done: &Applied) {
         let c = &self.0;
         c.endpoints.store(done.endpoints(), Ordering::Relaxed);
         c.draining.store(done.draining, Ordering::Relaxed);
         c.updates.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Counts an error, keeps its text, and reports it on the balancer
-    /// (one `tracing` event, the health-event path).
-    #[cfg_attr(
-        not(any(feature = "dns", feature = "kube", feature = "xds")),
-        allow(dead_code)
-    )]
-    pub(crate) fn error<K, S, P: Picker, C>(
+    /// Counts an error of `source` (its name in events, such as `"dns"`),
+    /// keeps its text, and reports it on the balancer (one `tracing` event,
+    /// the health-event path); the source keeps its last good endpoints.
+    pub fn error<K, S, P: Picker, C>(
         &self,
         handle: &Handle<K, S, P, C>,
         source: &str,

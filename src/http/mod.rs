@@ -21,7 +21,7 @@
 //! * **Keys.** [`client_ip`] reads the client's address from
 //!   `X-Forwarded-For` or the connection, for hash pickers.
 //! * **Discovery.** [`crate::discover`] keeps the endpoint set in step with
-//!   DNS (feature `dns`), Kubernetes (`kube`) or an xDS control plane (`xds`).
+//!   DNS (feature `dns`), Kubernetes (the `tower-lb-kube` crate) or an xDS control plane (`xds`).
 //! * **Named services on addressed replicas.** [`Replicas`] keeps the
 //!   service's name (`https://api.internal`) and the replicas' addresses
 //!   apart: each replica gets its own client (its own connection pool) that

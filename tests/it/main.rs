@@ -16,7 +16,6 @@ mod bounds;
 mod breaker;
 mod checks;
 mod discover_dns;
-mod discover_kube;
 mod discover_xds;
 mod dns;
 mod examples;

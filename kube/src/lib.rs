@@ -1,5 +1,12 @@
-//! Kubernetes discovery (feature `kube`): keep a balancer's endpoints in
-//! step with the EndpointSlices of one Service.
+//! Kubernetes discovery for [tower-lb](tower_lb): keep a balancer's
+//! endpoints in step with the EndpointSlices of one Service.
+//!
+//! A crate of its own (it was tower-lb's `kube` feature) because its API
+//! names [`kube::Client`]: a kube or k8s-openapi release that breaks is a
+//! release of this crate, and tower-lb's version does not move with it.
+//! It is written against tower-lb's public discovery API only
+//! ([`Source`], [`Reconciler`], [`Stats`], [`until_gone`]), as a source of
+//! your own would be.
 //!
 //! [`Kube`] watches the `discovery.k8s.io/v1` EndpointSlices labelled
 //! `kubernetes.io/service-name=<service>` in one namespace with kube's
@@ -16,7 +23,7 @@
 //! | `conditions.ready` true (or unset) | serving |
 //! | `ready` false, `serving` and `terminating` true | draining: no new picks, calls in flight finish |
 //! | otherwise (not ready, not serving) | absent |
-//! | `zone` | [`Locality::in_zone`](crate::endpoint::Locality::in_zone) |
+//! | `zone` | [`Locality::in_zone`](tower_lb::endpoint::Locality::in_zone) |
 //! | `hints.forZones` | the label [`HINTS_LABEL`] (until zone-aware routing reads it) |
 //! | weight | 1 (slices carry none) |
 //!
@@ -34,7 +41,8 @@
 //! cluster's `v1_3x`), as kube asks of binaries.
 //!
 //! ```no_run
-//! use tower_lb::discover::{self, Source, kube::Kube};
+//! use tower_lb::discover::{self, Source};
+//! use tower_lb_kube::Kube;
 //! # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //! # let client = tower::service_fn(|_: ::http::Request<()>| async {
 //! #     Ok::<_, std::io::Error>(::http::Response::new(()))
@@ -47,6 +55,11 @@
 
 mod slice;
 
+/// The crate's README, compiled with the doc tests so its example cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct Readme;
+
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::hash::Hash;
@@ -58,18 +71,14 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, ResourceExt};
 
-use super::{Reconciler, Source, Stats, Target, until_gone};
-use crate::pick::Picker;
-use crate::{ConfigError, Handle};
+use tower_lb::discover::{Reconciler, Source, Stats, Target, until_gone};
+use tower_lb::pick::Picker;
+use tower_lb::{ConfigError, Handle};
 
 pub use slice::{HINTS_LABEL, Port};
 
 /// The label Kubernetes puts on a Service's EndpointSlices.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
-
-/// The old name of [`Builder`].
-#[deprecated(since = "0.1.0", note = "renamed `tower_lb::discover::kube::Builder`")]
-pub type KubeBuilder = Builder;
 
 /// Configures a [`Kube`] driver; see the [module docs](self).
 #[must_use]
@@ -146,7 +155,7 @@ impl Kube {
     /// Keeps `handle`'s balancer in step with the Service's slices until
     /// every `Balance` and other `Handle` of it is dropped (checked every
     /// second) or the future is dropped. `make` turns a new address into
-    /// the endpoint's key and service, as for [`Source::run`](super::Source::run).
+    /// the endpoint's key and service, as for [`Source::run`].
     async fn drive<K, S, P, C, F>(self, handle: Handle<K, S, P, C>, make: F)
     where
         K: Hash + Eq + Clone,

@@ -50,8 +50,9 @@ use http_body_util::Empty;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tower::ServiceExt;
-use tower_lb::discover::{self, Source, kube::Kube};
+use tower_lb::discover::{self, Source};
 use tower_lb::http;
+use tower_lb_kube::Kube;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

@@ -6,8 +6,8 @@ use std::net::{IpAddr, SocketAddr};
 
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
 
-use crate::discover::{Target, TargetState};
-use crate::endpoint::{EndpointMeta, Locality};
+use tower_lb::discover::{Target, TargetState};
+use tower_lb::endpoint::{EndpointMeta, Locality};
 
 /// The label that carries an endpoint's topology hints
 /// (`hints.forZones`, comma-separated) until zone-aware routing reads them.

@@ -1,6 +1,5 @@
 //! Kubernetes discovery: the real kube client and watcher against a local
 //! API server speaking the list and watch protocol for EndpointSlices.
-#![cfg(feature = "kube")]
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -16,10 +15,15 @@ use tokio::sync::{mpsc, watch};
 use tower::util::BoxCloneSyncService;
 use tower::{ServiceExt, service_fn};
 use tower_lb::discover::Source;
-use tower_lb::discover::kube::{HINTS_LABEL, Kube};
 use tower_lb::{Balance, Handle, pick};
+use tower_lb_kube::{Builder, HINTS_LABEL, Kube};
 
-use crate::support::{Capture, eventually};
+// tower-lb's test support, shared rather than copied: the discovery
+// events' capture and the real-clock wait.
+#[path = "../../tests/support/mod.rs"]
+mod support;
+
+use support::{Capture, eventually};
 
 /// What the fake API server holds and how it misbehaves next.
 #[derive(Default)]
@@ -356,7 +360,7 @@ fn bad_configuration_is_a_config_error() {
     let client = || {
         kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap()
     };
-    let field = |b: tower_lb::discover::kube::Builder| b.build().err().map(|e| e.field());
+    let field = |b: Builder| b.build().err().map(|e| e.field());
     assert_eq!(
         field(Kube::builder(client(), "", "s", "http")),
         Some("kube.namespace")
