@@ -8,7 +8,7 @@ use tonic::Code;
 
 use crate::classify::{Advice, Classify, FailureKind, MAX_RETRY_AFTER, Outcome};
 use crate::endpoint::Completion;
-use crate::http::{ClientErrors, EndOfStream, ErrorHook, Track, TrackBody};
+use crate::http::{ClientErrors, Common, EndOfStream, ErrorHook, TrackBody, common_setters};
 use crate::orca::LoadReport;
 
 /// The header a server sets to tell a client when to retry, in
@@ -69,9 +69,8 @@ pub const PUSHBACK_HEADER: &str = "grpc-retry-pushback-ms";
 pub struct Classifier<H = ClientErrors> {
     codes: Codes,
     retry_on: u32,
-    track: Track,
-    load_reports: bool,
-    on_error: H,
+    /// Tracking, load reports and the error hook (shared with HTTP's).
+    common: Common<H>,
 }
 
 /// Every code's outcome, indexed by code number.
@@ -105,9 +104,7 @@ impl Classifier {
         Self {
             codes: Codes::default(),
             retry_on: bit(Code::Unavailable),
-            track: Track::Body,
-            load_reports: true,
-            on_error: ClientErrors,
+            common: Common::new(),
         }
     }
 }
@@ -117,6 +114,8 @@ impl Default for Classifier {
         Self::new()
     }
 }
+
+common_setters!(Classifier { codes, retry_on });
 
 impl<H> Classifier<H> {
     /// Sets what `code` says about the endpoint.
@@ -131,31 +130,6 @@ impl<H> Classifier<H> {
     pub fn retry_on(mut self, codes: impl IntoIterator<Item = Code>) -> Self {
         self.retry_on = codes.into_iter().fold(0, |set, c| set | bit(c));
         self
-    }
-
-    /// How long a call lasts and what its latency sample is (default
-    /// [`Track::Body`]: until the stream ends; latency to the headers).
-    pub fn track(mut self, track: Track) -> Self {
-        self.track = track;
-        self
-    }
-
-    /// Whether load reports in trailers and headers feed the endpoints'
-    /// models (default true).
-    pub fn load_reports(mut self, on: bool) -> Self {
-        self.load_reports = on;
-        self
-    }
-
-    /// Replaces the hook that classifies transport errors.
-    pub fn on_error<G>(self, on_error: G) -> Classifier<G> {
-        Classifier {
-            codes: self.codes,
-            retry_on: self.retry_on,
-            track: self.track,
-            load_reports: self.load_reports,
-            on_error,
-        }
     }
 
     /// What `code` says about the endpoint.
@@ -242,7 +216,7 @@ where
 
     fn classify(&self, result: Result<&Response<B>, &E>, _latency: Duration) -> Outcome {
         match result {
-            Err(e) => Outcome::Failure(self.on_error.kind(e)),
+            Err(e) => self.common.error(e),
             Ok(res) => match Self::head_code(res.status(), res.headers()) {
                 Some(code) => self.outcome(code),
                 // Provisional: the trailers decide.
@@ -253,15 +227,15 @@ where
 
     fn complete(&self, response: Response<B>, completion: Completion) -> Self::Response {
         // A status in the head is final: nothing the body says changes it.
-        if self.load_reports {
+        if self.common.load_reports {
             // A trailers-only answer carries its report in the headers.
             completion.read_load(LoadReport::from_headers(response.headers()), false);
         }
         let trailers = Trailers {
             codes: self.codes,
-            load_reports: self.load_reports,
+            load_reports: self.common.load_reports,
         };
-        response.map(|body| TrackBody::new(body, completion, self.track, trailers))
+        response.map(|body| TrackBody::new(body, completion, self.common.track, trailers))
     }
 
     fn advise(&self, result: Result<&Response<B>, &E>, outcome: Outcome) -> Advice {

@@ -93,7 +93,7 @@ impl<E, H: ErrorHook<E>> Classify<::reqwest::Response, E> for Classifier<H> {
 
     fn complete(&self, response: ::reqwest::Response, completion: Completion) -> Self::Response {
         self.read_load(response.headers(), &completion);
-        if self.track == Track::Headers {
+        if self.common.track == Track::Headers {
             completion.finish_at_answer();
             return response;
         }
@@ -104,7 +104,7 @@ impl<E, H: ErrorHook<E>> Classify<::reqwest::Response, E> for Classifier<H> {
         if let Ok(with_url) = ::http::Response::builder().url(url).body(()) {
             parts.extensions.extend(with_url.into_parts().0.extensions);
         }
-        let body = TrackBody::new(body, completion, self.track, KeepHead);
+        let body = TrackBody::new(body, completion, self.common.track, KeepHead);
         ::reqwest::Response::from(::http::Response::from_parts(
             parts,
             ::reqwest::Body::wrap(body),

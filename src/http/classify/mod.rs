@@ -1,6 +1,7 @@
 //! [`Classifier`]: what an HTTP exchange says about the endpoint — status
 //! codes, `Retry-After`, slow calls, and client errors.
 
+mod common;
 mod errors;
 mod retry_after;
 
@@ -12,7 +13,9 @@ use http::{HeaderMap, Response, StatusCode};
 pub use errors::{ClassifyError, ClientErrors, ErrorHook};
 pub use retry_after::parse_retry_after;
 
-use super::body::{KeepHead, Track, TrackBody};
+pub(crate) use common::{Common, common_setters};
+
+use super::body::{KeepHead, TrackBody};
 use crate::classify::{Classify, FailureKind, MAX_RETRY_AFTER, Outcome};
 use crate::endpoint::Completion;
 use crate::error::{ConfigError, check_positive};
@@ -79,9 +82,8 @@ use crate::orca::LoadReport;
 pub struct Classifier<H = ClientErrors> {
     slow: Option<Duration>,
     max_retry_after: Duration,
-    pub(super) track: Track,
-    load_reports: bool,
-    on_error: H,
+    /// Tracking, load reports and the error hook (shared with gRPC's).
+    pub(super) common: Common<H>,
 }
 
 impl Classifier {
@@ -91,9 +93,7 @@ impl Classifier {
         Self {
             slow: None,
             max_retry_after: MAX_RETRY_AFTER,
-            track: Track::Body,
-            load_reports: true,
-            on_error: ClientErrors,
+            common: Common::new(),
         }
     }
 }
@@ -132,42 +132,20 @@ impl<H> Classifier<H> {
         Ok(self)
     }
 
-    /// Replaces the hook that turns an `Err` into a [`FailureKind`]: an
-    /// [`ErrorHook`], such as a closure `Fn(&E) -> FailureKind`.
-    pub fn on_error<G>(self, on_error: G) -> Classifier<G> {
-        Classifier {
-            slow: self.slow,
-            max_retry_after: self.max_retry_after,
-            track: self.track,
-            load_reports: self.load_reports,
-            on_error,
-        }
-    }
-
-    /// How long a call lasts and what its latency sample is (default
-    /// [`Track::Body`]: the in-flight slot is held until the response body
-    /// ends, errs or is dropped; the sample is the time to the head).
-    pub fn track(mut self, track: Track) -> Self {
-        self.track = track;
-        self
-    }
-
-    /// Whether responses' [load reports](crate::orca) feed the endpoints'
-    /// models (default true).
-    pub fn load_reports(mut self, on: bool) -> Self {
-        self.load_reports = on;
-        self
-    }
-
     /// Feeds the load report in `headers`, if any, to `completion`'s
     /// endpoint (when [`load_reports`](Self::load_reports) is on).
     #[inline]
     pub fn read_load(&self, headers: &HeaderMap, completion: &Completion) {
-        if self.load_reports {
+        if self.common.load_reports {
             completion.read_load(LoadReport::from_text_header(headers), false);
         }
     }
 }
+
+common_setters!(Classifier {
+    slow,
+    max_retry_after
+});
 
 impl<H> Classifier<H> {
     fn retry_after(&self, headers: &HeaderMap) -> Option<Duration> {
@@ -199,7 +177,7 @@ impl<H> Classifier<H> {
     where
         H: ErrorHook<E>,
     {
-        Outcome::Failure(self.on_error.kind(error))
+        self.common.error(error)
     }
 }
 
@@ -224,7 +202,7 @@ where
     #[inline]
     fn complete(&self, response: Response<B>, completion: Completion) -> Self::Response {
         self.read_load(response.headers(), &completion);
-        response.map(|body| TrackBody::new(body, completion, self.track, KeepHead))
+        response.map(|body| TrackBody::new(body, completion, self.common.track, KeepHead))
     }
 }
 
