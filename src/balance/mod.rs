@@ -73,6 +73,9 @@ pub use future::ResponseFuture;
 pub use handle::{Edit, Handle, Upsert};
 pub use layer::{BalanceLayer, FromKeys, MakeEndpoint};
 
+pub use observe::Observer;
+#[cfg(feature = "metrics")]
+pub(crate) use observe::sealed;
 pub(crate) use observe::{Built, Label, MakeObserver, Observe};
 pub(crate) use snapshot::{Entry, Member, Snapshot};
 

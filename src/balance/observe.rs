@@ -46,3 +46,28 @@ pub(crate) struct Built<'a> {
 /// Makes the observer once the balancer's parts exist.
 /// Called once per balancer built (a layer builds one per `layer` call).
 pub(crate) type MakeObserver = Arc<dyn Fn(&Built<'_>) -> Arc<dyn Observe> + Send + Sync>;
+
+/// What [`Builder::metrics`](super::Builder::metrics) takes: a balancer's
+/// observer, [`metrics::Metrics`](crate::metrics::Metrics) (feature
+/// `metrics`). Sealed: the observer interface is the crate's own. A trait
+/// here, rather than the setter naming `Metrics`, so that the balancer
+/// does not depend on the metrics above it (metrics implement it).
+pub trait Observer: sealed::Sealed {}
+
+impl<T: sealed::Sealed> Observer for T {}
+
+pub(crate) mod sealed {
+    use std::sync::Arc;
+
+    /// The observer's name for the balancer (unless the builder has one)
+    /// and the maker of its per-balancer observer. Reachable only as
+    /// `Observer`'s supertrait, which users can name but not implement or
+    /// call: the crate-private types in its signature are the point.
+    #[allow(private_interfaces)]
+    pub trait Sealed {
+        /// The name the balancer takes when the builder has none.
+        fn name(&self) -> Arc<str>;
+        /// Makes the balancer's observer when it is built.
+        fn into_observer(self) -> super::MakeObserver;
+    }
+}

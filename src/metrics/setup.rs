@@ -113,10 +113,15 @@ impl fmt::Debug for Metrics {
     }
 }
 
-impl Metrics {
-    /// The builder's observer for these metrics: the balancer's
-    /// instruments, made when it is built.
-    pub(crate) fn observer(self) -> crate::balance::MakeObserver {
+/// What `Builder::metrics` takes: the balancer's instruments, made when it
+/// is built.
+#[allow(private_interfaces)] // the trait's signature is the crate's own: see `balance::Observer`
+impl crate::balance::sealed::Sealed for Metrics {
+    fn name(&self) -> Arc<str> {
+        Arc::clone(&self.name)
+    }
+
+    fn into_observer(self) -> crate::balance::MakeObserver {
         Arc::new(move |built| BalanceMetrics::new(&self, built) as Arc<dyn Observe>)
     }
 }

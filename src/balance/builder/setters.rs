@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Builder;
+#[cfg(feature = "metrics")]
+use crate::balance::Observer;
 use crate::breaker::CircuitBreakerConfig;
 use crate::endpoint::{AdaptiveConcurrency, EndpointMeta, SlowStart};
 use crate::health::{HealthEvent, PanicMode};
@@ -284,7 +286,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
     /// for the instruments and their cost.
     #[cfg(feature = "metrics")]
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
-    pub fn metrics(mut self, metrics: crate::metrics::Metrics) -> Self
+    pub fn metrics(mut self, metrics: impl Observer) -> Self
     where
         K: std::fmt::Display,
     {
@@ -302,18 +304,18 @@ impl<K, S, P, C> Builder<K, S, P, C> {
     #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
     pub fn metrics_with(
         self,
-        metrics: crate::metrics::Metrics,
+        metrics: impl Observer,
         label: impl Fn(&K) -> String + Send + Sync + 'static,
     ) -> Self {
         self.labels(label).observe_with(metrics)
     }
 
     #[cfg(feature = "metrics")]
-    fn observe_with(mut self, metrics: crate::metrics::Metrics) -> Self {
+    fn observe_with(mut self, observer: impl Observer) -> Self {
         if self.cfg.name.is_none() {
-            self.cfg.name = Some(Arc::clone(&metrics.name));
+            self.cfg.name = Some(observer.name());
         }
-        self.cfg.observer = Some(metrics.observer());
+        self.cfg.observer = Some(observer.into_observer());
         self
     }
 }
