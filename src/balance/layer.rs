@@ -5,8 +5,8 @@ use std::hash::Hash;
 use tower_layer::Layer;
 
 use super::{Balance, Builder};
-use crate::ConfigError;
 use crate::endpoint::EndpointMeta;
+use crate::error::ConfigError;
 use crate::pick::Picker;
 
 /// The endpoint type of a [`Builder`] that makes a [`BalanceLayer`]: its

@@ -178,7 +178,7 @@ impl<K, S, P: Picker, C> Balance<K, S, P, C> {
     /// Calls refused so far for `reason` (no endpoints, all capped, all
     /// unavailable by their main reason, panic): the counts behind the
     /// `lb.refusals` metric.
-    pub fn refusals(&self, reason: crate::Refusal) -> u64 {
+    pub fn refusals(&self, reason: crate::error::Refusal) -> u64 {
         self.shared.health.refusals(reason)
     }
 }

@@ -35,26 +35,26 @@ pub struct Inherit;
 pub struct Above<C>(pub C);
 
 /// The failure kind of a balancer's own error (`None` for an endpoint's).
-pub fn refusal_kind<E>(error: &crate::Error<E>) -> Option<FailureKind> {
+pub fn refusal_kind<E>(error: &crate::error::Error<E>) -> Option<FailureKind> {
     match error {
-        crate::Error::Inner(_) => None,
-        crate::Error::Timeout => Some(FailureKind::Timeout),
-        crate::Error::Overloaded => Some(FailureKind::Overloaded { retry_after: None }),
+        crate::error::Error::Inner(_) => None,
+        crate::error::Error::Timeout => Some(FailureKind::Timeout),
+        crate::error::Error::Overloaded => Some(FailureKind::Overloaded { retry_after: None }),
         _ => Some(FailureKind::Connect),
     }
 }
 
-impl<C, R, E> Classify<R, crate::Error<E>> for Above<C>
+impl<C, R, E> Classify<R, crate::error::Error<E>> for Above<C>
 where
     C: Classify<R, E>,
 {
     type Response = R;
 
     #[inline]
-    fn classify(&self, result: Result<&R, &crate::Error<E>>, latency: Duration) -> Outcome {
+    fn classify(&self, result: Result<&R, &crate::error::Error<E>>, latency: Duration) -> Outcome {
         match result {
             Ok(r) => self.0.classify(Ok(r), latency),
-            Err(crate::Error::Inner(e)) => self.0.classify(Err(e), latency),
+            Err(crate::error::Error::Inner(e)) => self.0.classify(Err(e), latency),
             Err(e) => refusal_kind(e).map_or(Outcome::Ignore, Outcome::Failure),
         }
     }
@@ -65,11 +65,11 @@ where
     }
 
     #[inline]
-    fn advise(&self, result: Result<&R, &crate::Error<E>>, outcome: Outcome) -> Advice {
+    fn advise(&self, result: Result<&R, &crate::error::Error<E>>, outcome: Outcome) -> Advice {
         match result {
             Ok(r) => self.0.advise(Ok(r), outcome),
-            Err(crate::Error::Inner(e)) => self.0.advise(Err(e), outcome),
-            Err(crate::Error::AllUnavailable(u)) => Advice::Backoff {
+            Err(crate::error::Error::Inner(e)) => self.0.advise(Err(e), outcome),
+            Err(crate::error::Error::AllUnavailable(u)) => Advice::Backoff {
                 at_least: u.retry_in,
             },
             Err(_) => Advice::from_outcome(outcome),

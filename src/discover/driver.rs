@@ -71,7 +71,7 @@ impl Future for Driver {
 /// True when only the source's own handle is left: every `Balance` and
 /// every other `Handle` of the balancer is gone.
 pub(crate) fn balancer_gone<K, S, P: crate::pick::Picker, C>(
-    handle: &crate::Handle<K, S, P, C>,
+    handle: &crate::balance::Handle<K, S, P, C>,
 ) -> bool {
     std::sync::Arc::strong_count(&handle.shared) == 1
 }
@@ -94,7 +94,9 @@ pub(crate) fn balancer_gone<K, S, P: crate::pick::Picker, C>(
 /// source.await.unwrap(); // ended within a second of the balancer
 /// # Ok(()) }
 /// ```
-pub async fn until_gone<K, S, P: crate::pick::Picker, C>(handle: &crate::Handle<K, S, P, C>) {
+pub async fn until_gone<K, S, P: crate::pick::Picker, C>(
+    handle: &crate::balance::Handle<K, S, P, C>,
+) {
     let mut tick = tokio::time::interval(LIVENESS_CHECK);
     loop {
         tick.tick().await;

@@ -88,8 +88,10 @@ pub type HttpEndpoint<S> = (Origin, SetOrigin<S>);
 pub fn http_endpoints<S: Clone>(
     client: S,
     scheme: &str,
-) -> Result<impl FnMut(std::net::SocketAddr) -> Option<HttpEndpoint<S>> + use<S>, crate::ConfigError>
-{
+) -> Result<
+    impl FnMut(std::net::SocketAddr) -> Option<HttpEndpoint<S>> + use<S>,
+    crate::error::ConfigError,
+> {
     // Validate once, so that the per-address parse below cannot fail.
     Origin::from_socket_addr(scheme, std::net::SocketAddr::from(([127, 0, 0, 1], 1)))?;
     let scheme = scheme.to_owned();

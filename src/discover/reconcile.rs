@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 use std::sync::Arc;
 
-use crate::Handle;
+use crate::balance::Handle;
 use crate::endpoint::{EndpointMeta, EndpointState};
 use crate::pick::Picker;
 

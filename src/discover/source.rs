@@ -5,7 +5,7 @@ use std::hash::Hash;
 use std::net::SocketAddr;
 
 use super::{Driver, Stats};
-use crate::Handle;
+use crate::balance::Handle;
 use crate::pick::Picker;
 
 /// A discovery source: it learns where a service's replicas are (DNS,

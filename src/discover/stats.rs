@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::Applied;
-use crate::Handle;
+use crate::balance::Handle;
 use crate::pick::Picker;
 
 /// Counters of one discovery source, readable while its driver runs. Cheap

@@ -80,11 +80,12 @@ pub use status::{IntoStatus, StatusFuture, StatusLayer, ToStatus};
 
 use tonic::transport::{Channel, Endpoint};
 
+use crate::balance::Balance;
 use crate::balance::Builder;
+use crate::error::ConfigError;
 use crate::error::current_runtime;
 use crate::http::Origin;
 use crate::pick::PeakEwma;
-use crate::{Balance, ConfigError};
 
 /// A [`Builder`] over one lazily connected tonic [`Channel`] per origin in
 /// `origins` (`http://host:port`; `https` needs a TLS config, see

@@ -50,11 +50,11 @@ impl IntoStatus for Box<dyn std::error::Error + Send + Sync> {
     }
 }
 
-impl<E: IntoStatus> IntoStatus for crate::Error<E> {
+impl<E: IntoStatus> IntoStatus for crate::error::Error<E> {
     fn into_status(self) -> Status {
         match self {
-            crate::Error::Inner(e) => e.into_status(),
-            crate::Error::Timeout => Status::deadline_exceeded(self.to_string_lossy()),
+            crate::error::Error::Inner(e) => e.into_status(),
+            crate::error::Error::Timeout => Status::deadline_exceeded(self.to_string_lossy()),
             refused => Status::unavailable(refused.to_string_lossy()),
         }
     }
@@ -74,16 +74,16 @@ impl<E: IntoStatus> IntoStatus for crate::retry::Error<E> {
     }
 }
 
-impl<E> crate::Error<E> {
+impl<E> crate::error::Error<E> {
     /// The message of a balancer error (the inner error's is its own).
     fn to_string_lossy(&self) -> String {
         match self {
-            crate::Error::NoEndpoints => "no endpoints to balance over".into(),
-            crate::Error::Overloaded => "every endpoint is at its in-flight cap".into(),
-            crate::Error::AllUnavailable(u) => u.to_string(),
-            crate::Error::Panic => "too few healthy endpoints (panic threshold)".into(),
-            crate::Error::Timeout => "the call timed out (the balancer's timeout)".into(),
-            crate::Error::Inner(_) => "endpoint failed".into(),
+            crate::error::Error::NoEndpoints => "no endpoints to balance over".into(),
+            crate::error::Error::Overloaded => "every endpoint is at its in-flight cap".into(),
+            crate::error::Error::AllUnavailable(u) => u.to_string(),
+            crate::error::Error::Panic => "too few healthy endpoints (panic threshold)".into(),
+            crate::error::Error::Timeout => "the call timed out (the balancer's timeout)".into(),
+            crate::error::Error::Inner(_) => "endpoint failed".into(),
         }
     }
 }

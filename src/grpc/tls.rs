@@ -28,7 +28,7 @@ use std::net::SocketAddr;
 
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint, Uri};
 
-use crate::ConfigError;
+use crate::error::ConfigError;
 use crate::error::current_runtime;
 use crate::http::tls::check_https;
 use crate::http::{MakeClient, Origin, Target, server_name};

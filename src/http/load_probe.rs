@@ -8,7 +8,7 @@ use http::{HeaderValue, Method, Request, Response};
 use tower::ServiceExt;
 use tower_service::Service;
 
-use crate::ConfigError;
+use crate::error::ConfigError;
 use crate::orca::LoadReport;
 use crate::probe::{Prober, ProberFuture};
 use crate::server::{GRPC_PROBE_PATH, PROBE_HEADER};

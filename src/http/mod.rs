@@ -96,8 +96,8 @@ pub use set_origin::{HostHeader, OriginRequest, SetOrigin};
 #[cfg(feature = "rustls")]
 pub use tls::https;
 
-use crate::ConfigError;
 use crate::balance::{BalanceLayer, Builder, FromKeys, MakeEndpoint};
+use crate::error::ConfigError;
 use crate::pick::PeakEwma;
 
 /// A balancer builder over `client`, one endpoint per origin in
@@ -139,7 +139,7 @@ where
     I: IntoIterator,
     I::Item: AsRef<str>,
 {
-    let mut builder = crate::Balance::builder()
+    let mut builder = crate::balance::Balance::builder()
         .classify(Classifier::default())
         .labels(Origin::to_string);
     for origin in origins(authorities)? {
@@ -212,7 +212,7 @@ where
 /// A layer builder with the HTTP [`Classifier`] and origin labels: set a
 /// picker, breakers, ... then `.layer(http::origins(list)?, http::ToOrigin)`.
 pub fn layer_builder() -> Builder<Origin, FromKeys, PeakEwma, Classifier> {
-    crate::Balance::layer_builder()
+    crate::balance::Balance::layer_builder()
         .classify(Classifier::default())
         .labels(Origin::to_string)
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use ::http::HeaderValue;
 use ::http::uri::{Authority, PathAndQuery, Scheme, Uri};
 
-use crate::ConfigError;
+use crate::error::ConfigError;
 
 /// What [`Origin::parse`] accepts, for the [`ConfigError`] message.
 const ALLOWED: &str = "an absolute `http://` or `https://` URI with a host, an optional \

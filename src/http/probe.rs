@@ -8,8 +8,8 @@ use http::{Method, Request, Response};
 use tower::ServiceExt;
 use tower_service::Service;
 
-use crate::ConfigError;
 use crate::check::{Probe, ProbeFuture};
+use crate::error::ConfigError;
 
 /// Probes an endpoint with `GET path` through the endpoint's own service
 /// (for [`http::balance`](super::balance) endpoints, a [`SetOrigin`](super::SetOrigin)

@@ -93,7 +93,7 @@ pub trait Picker: Send + Sync + 'static {
     /// Checks the picker's settings; [`Balance::build`](crate::balance::Builder::build)
     /// calls it, so a bad setting is a [`ConfigError`](crate::ConfigError)
     /// naming the field, not a panic or a silent clamp. Setters never fail.
-    fn validate(&self) -> Result<(), crate::ConfigError> {
+    fn validate(&self) -> Result<(), crate::error::ConfigError> {
         Ok(())
     }
 

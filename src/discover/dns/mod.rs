@@ -59,9 +59,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Reconciler, Source, Stats, Target, balancer_gone};
+use crate::balance::Handle;
+use crate::error::ConfigError;
 use crate::error::check_positive;
 use crate::pick::Picker;
-use crate::{ConfigError, Handle};
 
 use answer::Refresh;
 pub use answer::{SRV_TARGET_LABEL, SRV_ZERO_WEIGHT};

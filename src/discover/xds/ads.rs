@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use super::assignment::{self, Invalid};
 use super::{CLUSTER_LOAD_ASSIGNMENT, Xds};
-use crate::Handle;
+use crate::balance::Handle;
 use crate::discover::{Reconciler, Target, until_gone};
 use crate::pick::Picker;
 

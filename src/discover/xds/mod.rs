@@ -61,10 +61,11 @@ use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
 use tonic::transport::Endpoint;
 
 use super::{Source, Stats};
+use crate::balance::Handle;
 use crate::endpoint::Locality;
+use crate::error::ConfigError;
 use crate::pick::Picker;
 use crate::retry::Backoff;
-use crate::{ConfigError, Handle};
 
 pub use assignment::CLUSTER_LABEL;
 

@@ -67,10 +67,10 @@ impl ClassifyError for Infallible {
 /// endpoint's own error is classified as usual; the balancer's own as
 /// [`refusal_kind`](crate::classify::refusal_kind) says (refusals never
 /// reached an endpoint: `Connect`; `Overloaded`; the balancer's `Timeout`).
-impl<E: ClassifyError> ClassifyError for crate::Error<E> {
+impl<E: ClassifyError> ClassifyError for crate::error::Error<E> {
     fn failure_kind(&self) -> FailureKind {
         match self {
-            crate::Error::Inner(e) => e.failure_kind(),
+            crate::error::Error::Inner(e) => e.failure_kind(),
             refused => crate::classify::refusal_kind(refused).unwrap_or(FailureKind::Error),
         }
     }

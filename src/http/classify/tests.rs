@@ -159,7 +159,7 @@ fn error_hooks() {
     assert_eq!(with(&timed_out), Outcome::Failure(FailureKind::Timeout));
     assert_eq!(with(&other), Outcome::Failure(FailureKind::Error));
     // Through a wrapper's source chain.
-    let wrapped = crate::Error::Inner(io::Error::from(io::ErrorKind::ConnectionReset));
+    let wrapped = crate::error::Error::Inner(io::Error::from(io::ErrorKind::ConnectionReset));
     assert_eq!(crate::classify::error_kind(&wrapped), FailureKind::Connect);
     // A closure hook.
     let custom = c.on_error(|_: &io::Error| FailureKind::Timeout);

@@ -7,7 +7,7 @@ use ::http::Uri;
 use hyper_util::client::legacy::connect::HttpConnector;
 use tower_service::Service;
 
-use crate::ConfigError;
+use crate::error::ConfigError;
 
 /// A hyper-util connector (`tower::Service<Uri>`) that connects to one
 /// fixed socket address whatever the request's URI names.

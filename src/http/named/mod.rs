@@ -13,8 +13,8 @@ pub use error::ReplicaError;
 pub use service::{Replica, ReplicaFuture};
 
 use super::{Classifier, Origin};
-use crate::ConfigError;
 use crate::balance::Builder;
+use crate::error::ConfigError;
 use crate::pick::PeakEwma;
 
 /// The balancer builder [`Replicas::balance`] returns: replicas keyed by
@@ -211,7 +211,7 @@ impl<M: MakeClient> Replicas<M> {
         I: IntoIterator<Item = SocketAddr>,
     {
         let mut seen = HashSet::new();
-        let mut builder = crate::Balance::builder().classify(Classifier::default());
+        let mut builder = crate::balance::Balance::builder().classify(Classifier::default());
         for addr in addrs {
             if !seen.insert(addr) {
                 return Err(ConfigError::new("addr", addr, "each address listed once"));

@@ -9,7 +9,7 @@ use hyper_util::client::legacy::{Builder, Client};
 use hyper_util::rt::TokioExecutor;
 
 use super::{TlsConfig, check_https};
-use crate::ConfigError;
+use crate::error::ConfigError;
 use crate::http::{DialAddr, MakeClient, Origin, Target};
 
 /// The hyper-util client of one HTTPS replica: hyper-rustls over a

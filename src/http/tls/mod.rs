@@ -60,7 +60,7 @@ pub use self::reqwest::ReqwestHttps;
 pub use rustls;
 
 use super::{Origin, Replicas};
-use crate::ConfigError;
+use crate::error::ConfigError;
 
 /// ALPN offered when the configuration names none: HTTP/2 first (one
 /// multiplexed connection per replica), HTTP/1.1 for servers without it.

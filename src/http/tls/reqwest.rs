@@ -6,7 +6,7 @@ use std::sync::Arc;
 use reqwest::ClientBuilder;
 
 use super::{TlsConfig, check_https};
-use crate::ConfigError;
+use crate::error::ConfigError;
 use crate::http::{MakeClient, Origin, Target};
 
 /// Adjusts each replica's `reqwest::ClientBuilder`.
