@@ -77,6 +77,7 @@ use std::collections::HashSet;
 
 pub use body::{EndOfStream, KeepHead, Track, TrackBody};
 pub use classify::{Classifier, ClassifyError, ClientErrors, ErrorHook, parse_retry_after};
+#[cfg(feature = "grpc")]
 pub(crate) use classify::{Common, common_setters};
 // The HTTP request keys live with the other keys (`pick::key`); they are
 // named here too, with the rest of the HTTP integration.
