@@ -104,67 +104,22 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, LabError> {
             "--warm-select" => a.opts.warm_select = true,
             "--per-thread-load" => a.opts.per_thread_load = true,
             "--find-capacity" => a.find_capacity = true,
-            "--utilization" => {
-                let v = value(flag)?;
-                let mut levels = Vec::new();
-                for x in v.split(',').filter(|s| !s.trim().is_empty()) {
-                    let u: f64 = x.trim().parse().map_err(|_| {
-                        LabError::input(format!("--utilization: \"{x}\" is not a number"))
-                    })?;
-                    scenario::check_utilization(u)
-                        .map_err(|e| LabError::input(format!("--utilization: {e}")))?;
-                    levels.push(u);
-                }
-                if levels.is_empty() {
-                    return Err(LabError::input("--utilization: list at least one level"));
-                }
-                a.levels = levels;
-            }
+            "--utilization" => a.levels = levels(&value(flag)?)?,
             "--scenario" => a.scenario = value(flag)?,
-            "--connections" => {
-                a.connections = Some(match value(flag)?.as_str() {
-                    "per_user" => scenario::Connections::PerUser,
-                    "per_request" => scenario::Connections::PerRequest,
-                    v => {
-                        return Err(LabError::input(format!(
-                            "--connections: \"{v}\": give per_user or per_request"
-                        )));
-                    }
-                });
-            }
+            "--connections" => a.connections = Some(connections(&value(flag)?)?),
             "--json" => a.json = Some(PathBuf::from(value(flag)?)),
             "--report" => {
                 let v = value(flag)?;
                 a.report = Some((v != "none").then(|| PathBuf::from(v)));
             }
-            "--duration" => {
-                let v = value(flag)?;
-                let d = scenario::parse_duration(&v)
-                    .map_err(|e| LabError::input(format!("--duration: {e}")))?;
-                if d.is_zero() {
-                    return Err(LabError::input("--duration: must be > 0"));
-                }
-                a.opts.duration = Some(d);
-            }
+            "--duration" => a.opts.duration = Some(duration(&value(flag)?)?),
             "--seed" => {
                 let v = value(flag)?;
                 a.opts.seed = Some(v.parse().map_err(|_| {
                     LabError::input(format!("--seed: \"{v}\" is not an integer in 0..2^64"))
                 })?);
             }
-            "--pickers" => {
-                let v = value(flag)?;
-                let list = v
-                    .split(',')
-                    .filter(|s| !s.trim().is_empty())
-                    .map(|s| s.trim().parse::<PickerName>())
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| LabError::input(format!("--pickers: {e}")))?;
-                if list.is_empty() {
-                    return Err(LabError::input("--pickers: list at least one picker"));
-                }
-                a.opts.pickers = Some(list);
-            }
+            "--pickers" => a.opts.pickers = Some(pickers(&value(flag)?)?),
             "--peers" => {
                 let v = value(flag)?;
                 let list =
@@ -179,4 +134,56 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, LabError> {
         }
     }
     Ok(Some(a))
+}
+
+/// `--utilization`'s levels, from a comma-separated list.
+fn levels(v: &str) -> Result<Vec<f64>, LabError> {
+    let mut levels = Vec::new();
+    for x in v.split(',').filter(|s| !s.trim().is_empty()) {
+        let u: f64 = x
+            .trim()
+            .parse()
+            .map_err(|_| LabError::input(format!("--utilization: \"{x}\" is not a number")))?;
+        scenario::check_utilization(u)
+            .map_err(|e| LabError::input(format!("--utilization: {e}")))?;
+        levels.push(u);
+    }
+    if levels.is_empty() {
+        return Err(LabError::input("--utilization: list at least one level"));
+    }
+    Ok(levels)
+}
+
+/// `--connections`'s mode: `per_user` or `per_request`.
+fn connections(v: &str) -> Result<scenario::Connections, LabError> {
+    match v {
+        "per_user" => Ok(scenario::Connections::PerUser),
+        "per_request" => Ok(scenario::Connections::PerRequest),
+        v => Err(LabError::input(format!(
+            "--connections: \"{v}\": give per_user or per_request"
+        ))),
+    }
+}
+
+/// `--duration`'s run time (more than zero).
+fn duration(v: &str) -> Result<std::time::Duration, LabError> {
+    let d = scenario::parse_duration(v).map_err(|e| LabError::input(format!("--duration: {e}")))?;
+    if d.is_zero() {
+        return Err(LabError::input("--duration: must be > 0"));
+    }
+    Ok(d)
+}
+
+/// `--pickers`'s pickers, from a comma-separated list (at least one).
+fn pickers(v: &str) -> Result<Vec<PickerName>, LabError> {
+    let list = v
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| s.trim().parse::<PickerName>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| LabError::input(format!("--pickers: {e}")))?;
+    if list.is_empty() {
+        return Err(LabError::input("--pickers: list at least one picker"));
+    }
+    Ok(list)
 }

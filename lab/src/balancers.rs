@@ -4,12 +4,14 @@
 
 use std::sync::Arc;
 
+use tower::Layer;
 use tower_lb::Balance;
+use tower_lb::balance::Builder;
 use tower_lb::breaker::State as BreakerState;
 use tower_lb::http::Classifier;
 use tower_lb::http::LoadProbe;
 use tower_lb::metrics::Metrics;
-use tower_lb::outlier::EjectionReason;
+use tower_lb::outlier::{EjectionReason, OutlierDetection};
 use tower_lb::pick::Pick;
 use tower_lb::probe::{self, Probes};
 use tower_lb::retry::RetryLayer;
@@ -21,9 +23,13 @@ use super::random::sub_seed;
 use super::record::Recorder;
 use super::report::ProbeReport;
 use super::scenario::{RetrySpec, membership};
+use super::traffic::{Progress, Row, Traffic};
 
 /// The client balancers of one row.
 pub type Lb<P> = Balance<usize, Endpoint, P, Classifier>;
+
+/// A client balancer's builder.
+type LbBuilder<P> = Builder<usize, Endpoint, P, Classifier>;
 
 /// One row's client balancers, their retry layers when the scenario has
 /// one, and their probe drivers when the picker probes.
@@ -52,6 +58,24 @@ impl<P: tower_lb::pick::Picker> Clients<P> {
             sum.fallback += c.fallback;
         }
         Some(sum)
+    }
+}
+
+impl<P: Pick<LabRequest>> Clients<P> {
+    /// Starts `users` (or the open loop's arrivals) of `row` on the
+    /// clients, through their retry layers when they have them.
+    pub fn start(&self, row: &Row, users: u32, progress: Option<Progress>) -> Traffic {
+        match &self.retries {
+            Some(layers) => {
+                let lbs = self.lbs.iter().zip(layers);
+                row.start(
+                    users,
+                    lbs.map(|(lb, l)| l.layer(lb.clone())).collect(),
+                    progress,
+                )
+            }
+            None => row.start(users, self.lbs.clone(), progress),
+        }
     }
 }
 
@@ -84,74 +108,25 @@ where
 {
     let sc = ctx.sc;
     let clients = sc.load.clients;
-    let retries = match &sc.resilience.retry {
-        Some(spec) => Some(
-            (0..clients)
-                .map(|_| retry_layer(spec))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| LabError::input(format!("[resilience.retry]: {e}")))?,
-        ),
-        None => None,
-    };
-    let res = &sc.resilience;
-    let bad = |(field, problem): (String, String)| {
-        LabError::input(format!("scenario {}: `{field}`: {problem}", sc.name))
-    };
-    let outlier = res
+    let retries = retry_layers(ctx)?;
+    let outlier = sc
+        .resilience
         .outlier
         .as_ref()
         .map(|o| o.config())
         .transpose()
-        .map_err(bad)?;
+        .map_err(|e| bad(ctx, e))?;
     let names: Arc<[String]> = sc.backends.iter().map(|b| b.name.clone()).collect();
     let mut lbs = Vec::with_capacity(clients as usize);
     let mut probes = Vec::new();
     for c in 0..clients {
-        let mut b = Balance::builder()
+        let b = Balance::builder()
             .picker(make())
             .classify(Classifier::new().track(ctx.track.track()))
             .routing(sc.routing(ctx.variant, c))
             .per_thread_load(ctx.per_thread);
-        // The sim repeats exactly with a seeded sequence. Over HTTP nothing
-        // repeats anyway (the wall clock decides), and a seeded sequence is
-        // one counter both worker threads write on every pick: there the
-        // balancer draws from thread-local generators, as in production.
-        if ctx.sim {
-            b = b.seed(sub_seed(ctx.seed, 2000 + u64::from(c)));
-        }
-        if let Some(spec) = &res.breaker {
-            b = b.circuit_breaker(
-                spec.config(sub_seed(ctx.seed, 4000 + u64::from(c)))
-                    .map_err(bad)?,
-            );
-        }
-        if let Some(o) = &outlier {
-            b = b.outlier_detection(o.clone());
-        }
-        if let Some(p) = res.panic_threshold {
-            b = b.panic_threshold(p);
-        }
-        if let (true, Some(a)) = (ctx.limited, &res.adaptive_concurrency) {
-            b = b.adaptive_concurrency(a.config().map_err(bad)?);
-        }
-        if let (true, Some(s)) = (ctx.slow_start, &res.slow_start) {
-            b = b.slow_start(s.config().map_err(bad)?);
-        }
-        if let Some(exporter) = ctx.exporter {
-            let lb_name = if clients == 1 {
-                label.to_string()
-            } else {
-                format!("lab-{label}-{c}")
-            };
-            let mut m = Metrics::new(&exporter.meter(), lb_name);
-            if let Some(layers) = &retries {
-                m = m.retries(&layers[c as usize]);
-            }
-            let names = names.clone();
-            b = b.metrics_with(m, move |&i: &usize| {
-                names.get(i).cloned().unwrap_or_else(|| i.to_string())
-            });
-        }
+        let b = resilience(ctx, b, c, outlier.as_ref())?;
+        let mut b = metrics(ctx, b, label, c, retries.as_deref(), &names);
         let given = sc.given(ctx.variant, ctx.seed, c);
         let members = membership::initial(&sc.backends);
         for (i, t) in targets.iter().enumerate() {
@@ -178,6 +153,88 @@ where
         lbs,
         retries,
         probes,
+    })
+}
+
+/// One retry layer per client when the scenario has `[resilience.retry]`.
+fn retry_layers(ctx: &Ctx<'_>) -> Result<Option<Vec<RetryLayer>>, LabError> {
+    let Some(spec) = &ctx.sc.resilience.retry else {
+        return Ok(None);
+    };
+    let layers = (0..ctx.sc.load.clients)
+        .map(|_| retry_layer(spec))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| LabError::input(format!("[resilience.retry]: {e}")))?;
+    Ok(Some(layers))
+}
+
+/// The input error for a scenario field's `(field, problem)`.
+fn bad(ctx: &Ctx<'_>, (field, problem): (String, String)) -> LabError {
+    LabError::input(format!("scenario {}: `{field}`: {problem}", ctx.sc.name))
+}
+
+/// `b` with client `c`'s seed (in `--sim`) and the scenario's breaker,
+/// outlier detection, panic threshold, limits and slow start.
+fn resilience<P>(
+    ctx: &Ctx<'_>,
+    mut b: LbBuilder<P>,
+    c: u32,
+    outlier: Option<&OutlierDetection>,
+) -> Result<LbBuilder<P>, LabError> {
+    let res = &ctx.sc.resilience;
+    // The sim repeats exactly with a seeded sequence. Over HTTP nothing
+    // repeats anyway (the wall clock decides), and a seeded sequence is
+    // one counter both worker threads write on every pick: there the
+    // balancer draws from thread-local generators, as in production.
+    if ctx.sim {
+        b = b.seed(sub_seed(ctx.seed, 2000 + u64::from(c)));
+    }
+    if let Some(spec) = &res.breaker {
+        b = b.circuit_breaker(
+            spec.config(sub_seed(ctx.seed, 4000 + u64::from(c)))
+                .map_err(|e| bad(ctx, e))?,
+        );
+    }
+    if let Some(o) = outlier {
+        b = b.outlier_detection(o.clone());
+    }
+    if let Some(p) = res.panic_threshold {
+        b = b.panic_threshold(p);
+    }
+    if let (true, Some(a)) = (ctx.limited, &res.adaptive_concurrency) {
+        b = b.adaptive_concurrency(a.config().map_err(|e| bad(ctx, e))?);
+    }
+    if let (true, Some(s)) = (ctx.slow_start, &res.slow_start) {
+        b = b.slow_start(s.config().map_err(|e| bad(ctx, e))?);
+    }
+    Ok(b)
+}
+
+/// `b` exporting client `c`'s metrics (named after `label`, with its retry
+/// layer's and the backends' `names`) when the run has an exporter.
+fn metrics<P>(
+    ctx: &Ctx<'_>,
+    b: LbBuilder<P>,
+    label: &str,
+    c: u32,
+    retries: Option<&[RetryLayer]>,
+    names: &Arc<[String]>,
+) -> LbBuilder<P> {
+    let Some(exporter) = ctx.exporter else {
+        return b;
+    };
+    let lb_name = if ctx.sc.load.clients == 1 {
+        label.to_string()
+    } else {
+        format!("lab-{label}-{c}")
+    };
+    let mut m = Metrics::new(&exporter.meter(), lb_name);
+    if let Some(layers) = retries {
+        m = m.retries(&layers[c as usize]);
+    }
+    let names = names.clone();
+    b.metrics_with(m, move |&i: &usize| {
+        names.get(i).cloned().unwrap_or_else(|| i.to_string())
     })
 }
 

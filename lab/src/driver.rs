@@ -7,24 +7,23 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tower::Layer;
 use tower_lb::metrics::prometheus::Exporter;
 use tower_lb::pick::{self, Pick};
 
 use super::backend::Backend;
-use super::balancers;
+use super::balancers::{self, Clients, EndStats, Lb};
 use super::connections::LabKey;
-use super::endpoint::{LabRequest, targets};
+use super::endpoint::{LabRequest, Target, targets};
 use super::error::LabError;
 use super::fleet;
 use super::membership;
 use super::oracle::Oracle;
-use super::peers::{self, PeerSpec};
+use super::peers::{self, Peer, PeerSpec};
 use super::random::sub_seed;
 use super::report::{PickerReport, Report};
 use super::rivals;
 use super::scenario::{OpenLoop, PickerName, Scenario, Tracking, Variant};
-use super::server;
+use super::server::{self, AbortOnDrop};
 use super::table::Stream;
 use super::timed::Timed;
 use super::traffic::{Progress, Row};
@@ -127,16 +126,7 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
     if duration.is_zero() {
         return Err(LabError::input("--duration: must be > 0"));
     }
-    if opts.utilization.is_some() && !sc.load.is_open() {
-        return Err(LabError::input(format!(
-            "--utilization: scenario {} is closed loop (users); give it an open loop ([load] rate or utilization)",
-            sc.name
-        )));
-    }
-    let open = sc
-        .load
-        .open(&sc.backends, opts.utilization)
-        .map_err(|e| LabError::input(format!("--utilization: {e}")))?;
+    let open = open_loop(sc, opts)?;
     let pickers = opts.pickers.clone().unwrap_or_else(|| sc.pickers.clone());
     let runs = sc.rows(&pickers);
     let peer_rows = peers::rows(opts.peers.as_deref().unwrap_or(&sc.peers));
@@ -145,38 +135,15 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
     report.arrival_rate = open.map(|o| o.rate);
     report.target_utilization = opts.utilization.or(sc.load.utilization);
     // http mode only: the sim stays free of the SDK (and of real sockets).
-    let mut _metrics_server = None;
-    let exporter = if opts.sim {
-        None
+    let (exporter, _metrics_server) = if opts.sim {
+        (None, None)
     } else {
-        let exporter = Exporter::new()
-            .map_err(|e| LabError::runtime(format!("cannot start the metrics exporter: {e}")))?;
-        let (addr, task) = server::serve_metrics(exporter.clone()).await?;
-        _metrics_server = Some(task);
-        if !opts.quiet {
-            eprintln!("metrics: http://{addr}/metrics");
-        }
-        if let Some(tx) = &opts.metrics_addr {
-            let _ = tx.send(addr);
-        }
-        Some(exporter)
+        let (exporter, task) = start_exporter(opts).await?;
+        (Some(exporter), Some(task))
     };
-    // Room for the longest name a row can take (its picker's, a tracking
-    // mode, `+limits`, a route variant, `(rival)`).
-    let width = runs
-        .iter()
-        .map(|r| r.0.as_str().len() + 22)
-        .max()
-        .unwrap_or(0);
-    let stream = opts.stream.then(|| Stream::start(&report, width));
-    let show = |report: &Report, from: usize| {
-        if let Some(s) = &stream {
-            eprint!("\r{:<130}\r", "");
-            for r in &report.runs[from..] {
-                s.row(report, r);
-            }
-        }
-    };
+    let stream = opts
+        .stream
+        .then(|| Stream::start(&report, width(runs.iter().map(|r| r.0))));
     for (k, &(name, track, variant, limited, slow_start)) in runs.iter().enumerate() {
         let ctx = Ctx {
             sc,
@@ -196,32 +163,92 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
         match run_picker(&ctx, name).await? {
             Ok(r) => {
                 report.runs.push(r);
-                show(&report, report.runs.len() - 1);
+                show(stream.as_ref(), &report, report.runs.len() - 1);
             }
             Err(why) => report.notes.push(format!("{name}: skipped: {why}")),
         }
     }
-    if opts.sim && !peer_rows.is_empty() {
-        report
-            .notes
-            .push("peers: skipped: a proxy needs http mode (real sockets), not --sim".into());
-    } else if !peer_rows.is_empty() {
-        let ctx = peers::run::RowCtx {
-            sc,
-            duration,
-            seed,
-            quiet: opts.quiet,
-            nth: (runs.len() + 1, rows),
-            open,
-        };
-        let before = report.runs.len();
-        peers::run::run_rows(&ctx, &peer_rows, &mut report).await?;
-        show(&report, before);
-    }
+    let ctx = peers::run::RowCtx {
+        sc,
+        duration,
+        seed,
+        quiet: opts.quiet,
+        nth: (runs.len() + 1, rows),
+        open,
+    };
+    run_peers(&ctx, opts.sim, &peer_rows, &mut report, stream.as_ref()).await?;
     if !opts.quiet {
         eprint!("\r{:<130}\r", "");
     }
     Ok(report)
+}
+
+/// Runs the peer rows into `report` after the pickers' rows; in `--sim`
+/// only notes that they were skipped.
+async fn run_peers(
+    ctx: &peers::run::RowCtx<'_>,
+    sim: bool,
+    peer_rows: &[Peer],
+    report: &mut Report,
+    stream: Option<&Stream>,
+) -> Result<(), LabError> {
+    if sim && !peer_rows.is_empty() {
+        report
+            .notes
+            .push("peers: skipped: a proxy needs http mode (real sockets), not --sim".into());
+    } else if !peer_rows.is_empty() {
+        let before = report.runs.len();
+        peers::run::run_rows(ctx, peer_rows, report).await?;
+        show(stream, report, before);
+    }
+    Ok(())
+}
+
+/// The scenario's open loop at `--utilization` when given, else at its own
+/// rate; `None` for a closed loop. An error when `--utilization` meets a
+/// closed loop.
+fn open_loop(sc: &Scenario, opts: &Options) -> Result<Option<OpenLoop>, LabError> {
+    if opts.utilization.is_some() && !sc.load.is_open() {
+        return Err(LabError::input(format!(
+            "--utilization: scenario {} is closed loop (users); give it an open loop ([load] rate or utilization)",
+            sc.name
+        )));
+    }
+    sc.load
+        .open(&sc.backends, opts.utilization)
+        .map_err(|e| LabError::input(format!("--utilization: {e}")))
+}
+
+/// http mode: the metrics exporter and its `/metrics` server (serving while
+/// the guard lives), whose address is printed and sent to
+/// [`Options::metrics_addr`].
+async fn start_exporter(opts: &Options) -> Result<(Exporter, AbortOnDrop), LabError> {
+    let exporter = Exporter::new()
+        .map_err(|e| LabError::runtime(format!("cannot start the metrics exporter: {e}")))?;
+    let (addr, task) = server::serve_metrics(exporter.clone()).await?;
+    if !opts.quiet {
+        eprintln!("metrics: http://{addr}/metrics");
+    }
+    if let Some(tx) = &opts.metrics_addr {
+        let _ = tx.send(addr);
+    }
+    Ok((exporter, task))
+}
+
+/// Room for the longest name a row can take (its picker's, a tracking
+/// mode, `+limits`, a route variant, `(rival)`).
+fn width(names: impl Iterator<Item = PickerName>) -> usize {
+    names.map(|n| n.as_str().len() + 22).max().unwrap_or(0)
+}
+
+/// Prints the report's rows from `from` on, when the table is streamed.
+fn show(stream: Option<&Stream>, report: &Report, from: usize) {
+    if let Some(s) = stream {
+        eprint!("\r{:<130}\r", "");
+        for r in &report.runs[from..] {
+            s.row(report, r);
+        }
+    }
 }
 
 /// Runs one picker: the crate's, chosen from its registry by name (hash
@@ -247,13 +274,14 @@ async fn run_picker(
     r.map(Ok)
 }
 
+/// Runs one row of the crate's balancers with `make`'s picker, and returns
+/// its numbers.
 async fn run<P, F>(ctx: &Ctx<'_>, name: PickerName, make: F) -> Result<PickerReport, LabError>
 where
     P: Pick<LabRequest>,
     F: Fn(&[Arc<Backend>]) -> P,
 {
     let sc = ctx.sc;
-    let n = sc.backends.len();
     let label = balancers::label(ctx, name.as_str());
     if ctx.sim {
         // The retry layer's backoff jitter draws from fastrand's thread-local
@@ -272,18 +300,32 @@ where
         Some(v) => format!("{label} [{}]", v.as_str()),
         None => label.clone(),
     };
-    let progress = ctx.progress(shown);
-    let users = sc.max_vus();
-    let (lbs, retries) = (&clients.lbs, &clients.retries);
-    let traffic = match retries {
-        Some(layers) => {
-            let clients = lbs.iter().zip(layers).map(|(lb, l)| l.layer(lb.clone()));
-            row.start(users, clients.collect(), progress)
-        }
-        None => row.start(users, lbs.clone(), progress),
-    };
-    // Joins and leaves, through each balancer's handle.
-    let _membership = membership::drive(
+    let traffic = clients.start(&row, sc.max_vus(), ctx.progress(shown));
+    let _membership = membership(ctx, &row, &clients.lbs, &targets, weighted);
+    let end = row.plan.end;
+    let plan_seen = fleet::plans(sc, &clients.lbs, row.plan.start, end).await;
+    tokio::time::sleep_until(end).await;
+    let stats = balancers::end_stats(&clients.lbs, sc.backends.len());
+    traffic.finish().await;
+    let mut report = row
+        .rec
+        .finish(&label, weighted, stats.in_flight.clone(), !ctx.sim);
+    row.add_utilization(&mut report);
+    add_end(ctx, &mut report, &clients, &stats, &plan_seen);
+    Ok(report)
+}
+
+/// Drives the scenario's joins and leaves through each balancer's handle,
+/// while the guard lives.
+fn membership<P: Pick<LabRequest>>(
+    ctx: &Ctx<'_>,
+    row: &Row,
+    lbs: &[Lb<P>],
+    targets: &[Target],
+    weighted: bool,
+) -> AbortOnDrop {
+    let sc = ctx.sc;
+    membership::drive(
         row.plan.start,
         membership::actions(
             sc,
@@ -303,36 +345,37 @@ where
                 })
             },
         ),
-    );
-    let end = row.plan.end;
-    // With [fleet], client 0's plan at the end of each second (its
-    // priority phases).
-    let mut plan_seen = Vec::new();
-    if sc.fleet.is_some() {
-        let second = Duration::from_secs(1);
-        let mut tick = tokio::time::interval_at(row.plan.start + second, second);
-        while tick.tick().await <= end {
-            plan_seen.push(fleet::sample(&lbs[0].handle().route_plan()));
-        }
-    }
-    tokio::time::sleep_until(end).await;
-    let stats = balancers::end_stats(lbs, n);
-    traffic.finish().await;
-    let mut report = row.rec.finish(&label, weighted, stats.in_flight, !ctx.sim);
-    row.add_utilization(&mut report);
+    )
+}
+
+/// Adds to `report` what the row's balancers, retry layers and probes know
+/// at its end: retries, membership, probes, ejections, breaker openings,
+/// route variant and, with `[fleet]`, the fleet's figures.
+fn add_end<P: Pick<LabRequest>>(
+    ctx: &Ctx<'_>,
+    report: &mut PickerReport,
+    clients: &Clients<P>,
+    stats: &EndStats,
+    plan_seen: &[(Vec<u32>, String)],
+) {
+    let sc = ctx.sc;
+    let retries = &clients.retries;
     report.retries = retries
         .as_ref()
         .map(|ls| ls.iter().map(|l| l.stats().retries()).sum());
     report.not_replayable = retries
         .as_ref()
         .map(|ls| ls.iter().map(|l| l.stats().not_replayable()).sum());
-    report.membership = membership::stats(sc, &report);
+    report.membership = membership::stats(sc, report);
     report.probes = clients.probe_counts();
-    report.ejections = sc.resilience.outlier.is_some().then_some(stats.ejections);
-    report.breaker_opens = sc.resilience.breaker.is_some().then_some(stats.opens);
+    report.ejections = sc
+        .resilience
+        .outlier
+        .is_some()
+        .then(|| stats.ejections.clone());
+    report.breaker_opens = sc.resilience.breaker.is_some().then(|| stats.opens.clone());
     report.route = ctx.variant.map(|v| v.as_str().to_string());
     if sc.fleet.is_some() {
-        report.fleet = Some(fleet::stats(sc, &stats.picks, &report, &plan_seen));
+        report.fleet = Some(fleet::stats(sc, &stats.picks, report, plan_seen));
     }
-    Ok(report)
 }

@@ -3,9 +3,15 @@
 //! for the table, the JSON and the chart.
 
 use std::fmt::Write as _;
+use std::time::Duration;
 
 use serde::Serialize;
+use tokio::time::Instant;
+use tower_lb::pick::Pick;
 use tower_lb::route::RoutePlan;
+
+use super::balancers::Lb;
+use super::endpoint::LabRequest;
 
 use super::record::round;
 use super::report::{PickerReport, Report};
@@ -48,6 +54,25 @@ pub struct Phase {
     pub planned: Vec<u32>,
     /// The measured share of picks of each level, percent.
     pub measured: Vec<f64>,
+}
+
+/// With `[fleet]`, client 0's route plan at the end of each second from
+/// `start` to `end` (its priority phases); empty without.
+pub async fn plans<P: Pick<LabRequest>>(
+    sc: &Scenario,
+    lbs: &[Lb<P>],
+    start: Instant,
+    end: Instant,
+) -> Vec<(Vec<u32>, String)> {
+    let mut plan_seen = Vec::new();
+    if sc.fleet.is_some() {
+        let second = Duration::from_secs(1);
+        let mut tick = tokio::time::interval_at(start + second, second);
+        while tick.tick().await <= end {
+            plan_seen.push(sample(&lbs[0].handle().route_plan()));
+        }
+    }
+    plan_seen
 }
 
 /// One sample of client 0's plan: the load of each level.

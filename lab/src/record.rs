@@ -208,71 +208,10 @@ impl Recorder {
     ) -> PickerReport {
         self.with(|s| {
             let duration = self.end.saturating_duration_since(self.start).as_secs_f64();
-            s.latencies.sort_unstable();
-            let ok = s.latencies.len() as u64;
-            let requests = ok + s.errors;
-            let pct = |q: f64| {
-                if s.latencies.is_empty() {
-                    return 0.0;
-                }
-                let rank = ((q * ok as f64).ceil() as usize).clamp(1, s.latencies.len());
-                ms(s.latencies[rank - 1] as f64)
-            };
-            let sum: u128 = s.latencies.iter().map(|&x| u128::from(x)).sum();
-            let latency_ms = Latency {
-                mean: if ok == 0 {
-                    0.0
-                } else {
-                    ms(sum as f64 / ok as f64)
-                },
-                p50: pct(0.50),
-                p95: pct(0.95),
-                p99: pct(0.99),
-                p999: pct(0.999),
-                max: s.latencies.last().map_or(0.0, |&x| ms(x as f64)),
-            };
-            let open = (s.arrivals > 0).then(|| {
-                s.lags.sort_unstable();
-                let lag = |q: f64| {
-                    let rank = ((q * s.lags.len() as f64).ceil() as usize).clamp(1, s.lags.len());
-                    ms(s.lags[rank - 1] as f64)
-                };
-                OpenStats {
-                    rate: round(s.arrivals as f64 / duration, 2),
-                    sent_rate: round(s.sent_in_window as f64 / duration, 2),
-                    lag_p99_ms: lag(0.99),
-                    lag_max_ms: lag(1.0),
-                    unfinished: s.unfinished,
-                }
-            });
-            let timeline = s
-                .buckets
-                .iter()
-                .enumerate()
-                .map(|(t, b)| Second {
-                    t: t as u64,
-                    requests: b.requests,
-                    errors: b.errors,
-                    mean_ms: (b.ok > 0).then(|| ms(b.latency_ns as f64 / b.ok as f64)),
-                    share: shares(&b.picks),
-                })
-                .collect();
-            let per_call = |ns: u128| {
-                if s.calls == 0 {
-                    0.0
-                } else {
-                    ns as f64 / s.calls as f64
-                }
-            };
-            let select_ns = per_call(s.select_ns);
-            // The call's interval holds the selection's timer readings as
-            // well: one reading's cost more than the selection's interval.
-            let overhead = if s.calls == 0 {
-                0.0
-            } else {
-                super::timed::overhead_ns() as f64
-            };
-            let rest_ns = (per_call(s.call_ns) - select_ns - 2.0 * overhead).max(0.0);
+            let latency_ms = s.latency();
+            let requests = s.latencies.len() as u64 + s.errors;
+            let open = s.open(duration);
+            let (select_ns, rest_ns) = s.call_times();
             PickerReport {
                 picker: picker.to_string(),
                 weighted,
@@ -298,7 +237,7 @@ impl Recorder {
                 rest_ns: wall.then_some(round(rest_ns, 1)),
                 select_ns_measured: select_ns,
                 rest_ns_measured: rest_ns,
-                timeline,
+                timeline: s.timeline(),
                 open,
                 utilization: Vec::new(),
                 util_max_mean: 0.0,
@@ -310,6 +249,95 @@ impl Recorder {
                 affinity: (!s.reached.is_empty()).then(|| super::connections::affinity(&s.reached)),
             }
         })
+    }
+}
+
+impl State {
+    /// The successful requests' latency summary in ms (sorts the
+    /// latencies).
+    fn latency(&mut self) -> Latency {
+        self.latencies.sort_unstable();
+        let lat = &self.latencies;
+        let ok = lat.len() as u64;
+        let pct = |q: f64| {
+            if lat.is_empty() {
+                return 0.0;
+            }
+            let rank = ((q * ok as f64).ceil() as usize).clamp(1, lat.len());
+            ms(lat[rank - 1] as f64)
+        };
+        let sum: u128 = lat.iter().map(|&x| u128::from(x)).sum();
+        Latency {
+            mean: if ok == 0 {
+                0.0
+            } else {
+                ms(sum as f64 / ok as f64)
+            },
+            p50: pct(0.50),
+            p95: pct(0.95),
+            p99: pct(0.99),
+            p999: pct(0.999),
+            max: lat.last().map_or(0.0, |&x| ms(x as f64)),
+        }
+    }
+
+    /// Open loop: the arrival and send rates over `duration` seconds, the
+    /// sends' lag and the unfinished requests; `None` in a closed loop.
+    fn open(&mut self, duration: f64) -> Option<OpenStats> {
+        if self.arrivals == 0 {
+            return None;
+        }
+        self.lags.sort_unstable();
+        let lags = &self.lags;
+        let lag = |q: f64| {
+            let rank = ((q * lags.len() as f64).ceil() as usize).clamp(1, lags.len());
+            ms(lags[rank - 1] as f64)
+        };
+        Some(OpenStats {
+            rate: round(self.arrivals as f64 / duration, 2),
+            sent_rate: round(self.sent_in_window as f64 / duration, 2),
+            lag_p99_ms: lag(0.99),
+            lag_max_ms: lag(1.0),
+            unfinished: self.unfinished,
+        })
+    }
+
+    /// One entry per measured second: its requests, errors, mean latency
+    /// and picks' shares.
+    fn timeline(&self) -> Vec<Second> {
+        self.buckets
+            .iter()
+            .enumerate()
+            .map(|(t, b)| Second {
+                t: t as u64,
+                requests: b.requests,
+                errors: b.errors,
+                mean_ms: (b.ok > 0).then(|| ms(b.latency_ns as f64 / b.ok as f64)),
+                share: shares(&b.picks),
+            })
+            .collect()
+    }
+
+    /// The mean ns per call spent in selection, and in the rest of
+    /// `Balance::call` (less the timer readings' cost).
+    fn call_times(&self) -> (f64, f64) {
+        let per_call = |ns: u128| {
+            if self.calls == 0 {
+                0.0
+            } else {
+                ns as f64 / self.calls as f64
+            }
+        };
+        let select_ns = per_call(self.select_ns);
+        // The call's interval holds the selection's timer readings as
+        // well: one reading's cost more than the selection's interval.
+        let overhead = if self.calls == 0 {
+            0.0
+        } else {
+            super::timed::overhead_ns() as f64
+        };
+        let rest_ns = (per_call(self.call_ns) - select_ns - 2.0 * overhead).max(0.0);
+        (select_ns, rest_ns)
     }
 }
 

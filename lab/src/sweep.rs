@@ -139,6 +139,14 @@ pub fn chart(reports: &[Report]) -> String {
     )
 }
 
+/// The chart's size, and its plot's margins and size (px).
+const W: f64 = 900.0;
+const H: f64 = 460.0;
+const LEFT: f64 = 70.0;
+const TOP: f64 = 40.0;
+const PLOT_W: f64 = 560.0;
+const PLOT_H: f64 = 360.0;
+
 /// A line chart of p99 (ms, log scale) against a load: one line per
 /// series of `(load, p99)` points, `ticks` labelled on the x axis, and a
 /// dashed line at `target` ms if given. The sweep's chart and the
@@ -150,26 +158,7 @@ pub fn lines(
     series: &[(String, Vec<(f64, f64)>)],
     target: Option<f64>,
 ) -> String {
-    let (w, h, left, top, plot_w, plot_h) = (900.0, 460.0, 70.0, 40.0, 560.0, 360.0);
-    let (x0, x1) = ticks
-        .iter()
-        .map(|t| t.0)
-        .chain(series.iter().flat_map(|s| s.1.iter().map(|p| p.0)))
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
-            (a.min(x), b.max(x))
-        });
-    let span = if x1 > x0 { x1 - x0 } else { 1.0 };
-    let all: Vec<f64> = series
-        .iter()
-        .flat_map(|s| s.1.iter().map(|p| p.1))
-        .chain(target)
-        .filter(|p| *p > 0.0)
-        .collect();
-    let lo = all.iter().copied().fold(f64::INFINITY, f64::min).max(0.1);
-    let hi = all.iter().copied().fold(0.0, f64::max).max(lo * 10.0);
-    let (l0, l1) = (lo.log10().floor(), hi.log10().ceil());
-    let px = |x: f64| left + (x - x0) / span * plot_w;
-    let py = |p: f64| top + plot_h - (p.max(lo).log10() - l0) / (l1 - l0) * plot_h;
+    let scale = Scale::new(ticks, series, target);
     let mut body = String::new();
     let _ = writeln!(
         body,
@@ -178,29 +167,115 @@ pub fn lines(
     );
     let _ = writeln!(
         body,
-        r##"<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>"##
+        r##"<rect x="{LEFT}" y="{TOP}" width="{PLOT_W}" height="{PLOT_H}" fill="none" stroke="#999"/>"##
     );
-    // Decades on the y axis, the ticks on the x axis.
-    let mut d = l0;
-    while d <= l1 {
-        let y = py(10f64.powf(d));
+    axes(&mut body, &scale, x_label, ticks, target);
+    for (k, (n, points)) in series.iter().enumerate() {
+        let c = PALETTE[k % PALETTE.len()];
+        let pts: Vec<String> = points
+            .iter()
+            .map(|&(x, p)| format!("{:.1},{:.1}", scale.px(x), scale.py(p)))
+            .collect();
         let _ = writeln!(
             body,
-            r##"<line x1="{left}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#eee"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
-            left + plot_w,
-            left - 5.0,
+            r#"<polyline class="sweep-series" fill="none" stroke="{c}" stroke-width="2" points="{}"/><text x="{}" y="{}" fill="{c}">{}</text>"#,
+            pts.join(" "),
+            LEFT + PLOT_W + 15.0,
+            TOP + 12.0 + k as f64 * 16.0,
+            esc(n)
+        );
+    }
+    format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="white"/>
+{body}</svg>
+"#
+    )
+}
+
+/// Where [`lines`] puts a load (x, linear) and a p99 (y, log scale, on
+/// whole decades).
+struct Scale {
+    x0: f64,
+    span: f64,
+    lo: f64,
+    l0: f64,
+    l1: f64,
+}
+
+impl Scale {
+    /// The scale holding every tick, point and the target.
+    fn new(
+        ticks: &[(f64, String)],
+        series: &[(String, Vec<(f64, f64)>)],
+        target: Option<f64>,
+    ) -> Self {
+        let (x0, x1) = ticks
+            .iter()
+            .map(|t| t.0)
+            .chain(series.iter().flat_map(|s| s.1.iter().map(|p| p.0)))
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
+                (a.min(x), b.max(x))
+            });
+        let span = if x1 > x0 { x1 - x0 } else { 1.0 };
+        let all: Vec<f64> = series
+            .iter()
+            .flat_map(|s| s.1.iter().map(|p| p.1))
+            .chain(target)
+            .filter(|p| *p > 0.0)
+            .collect();
+        let lo = all.iter().copied().fold(f64::INFINITY, f64::min).max(0.1);
+        let hi = all.iter().copied().fold(0.0, f64::max).max(lo * 10.0);
+        let (l0, l1) = (lo.log10().floor(), hi.log10().ceil());
+        Self {
+            x0,
+            span,
+            lo,
+            l0,
+            l1,
+        }
+    }
+
+    /// The x pixel of load `x`.
+    fn px(&self, x: f64) -> f64 {
+        LEFT + (x - self.x0) / self.span * PLOT_W
+    }
+
+    /// The y pixel of `p` ms (at least the scale's lowest).
+    fn py(&self, p: f64) -> f64 {
+        TOP + PLOT_H - (p.max(self.lo).log10() - self.l0) / (self.l1 - self.l0) * PLOT_H
+    }
+}
+
+/// Writes the axes into `body`: decades on the y axis, the dashed
+/// `target` line if given, `ticks` and `x_label` on the x axis.
+fn axes(
+    body: &mut String,
+    scale: &Scale,
+    x_label: &str,
+    ticks: &[(f64, String)],
+    target: Option<f64>,
+) {
+    let mut d = scale.l0;
+    while d <= scale.l1 {
+        let y = scale.py(10f64.powf(d));
+        let _ = writeln!(
+            body,
+            r##"<line x1="{LEFT}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#eee"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+            LEFT + PLOT_W,
+            LEFT - 5.0,
             y + 4.0,
             10f64.powf(d)
         );
         d += 1.0;
     }
     if let Some(t) = target {
-        let y = py(t);
+        let y = scale.py(t);
         let _ = writeln!(
             body,
-            r##"<line class="target" x1="{left}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#c00" stroke-dasharray="6 4"/><text x="{}" y="{:.1}" fill="#c00">target {t} ms</text>"##,
-            left + plot_w,
-            left + 5.0,
+            r##"<line class="target" x1="{LEFT}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#c00" stroke-dasharray="6 4"/><text x="{}" y="{:.1}" fill="#c00">target {t} ms</text>"##,
+            LEFT + PLOT_W,
+            LEFT + 5.0,
             y - 4.0
         );
     }
@@ -208,41 +283,20 @@ pub fn lines(
         let _ = writeln!(
             body,
             r#"<text x="{:.1}" y="{}" text-anchor="middle">{}</text>"#,
-            px(*x),
-            top + plot_h + 16.0,
+            scale.px(*x),
+            TOP + PLOT_H + 16.0,
             esc(label)
         );
     }
     let _ = writeln!(
         body,
         r#"<text x="{}" y="{}" text-anchor="middle">{}</text><text x="16" y="{}" transform="rotate(-90 16 {})" text-anchor="middle">p99 (ms, log scale)</text>"#,
-        left + plot_w / 2.0,
-        top + plot_h + 36.0,
+        LEFT + PLOT_W / 2.0,
+        TOP + PLOT_H + 36.0,
         esc(x_label),
-        top + plot_h / 2.0,
-        top + plot_h / 2.0
+        TOP + PLOT_H / 2.0,
+        TOP + PLOT_H / 2.0
     );
-    for (k, (n, points)) in series.iter().enumerate() {
-        let c = PALETTE[k % PALETTE.len()];
-        let pts: Vec<String> = points
-            .iter()
-            .map(|&(x, p)| format!("{:.1},{:.1}", px(x), py(p)))
-            .collect();
-        let _ = writeln!(
-            body,
-            r#"<polyline class="sweep-series" fill="none" stroke="{c}" stroke-width="2" points="{}"/><text x="{}" y="{}" fill="{c}">{}</text>"#,
-            pts.join(" "),
-            left + plot_w + 15.0,
-            top + 12.0 + k as f64 * 16.0,
-            esc(n)
-        );
-    }
-    format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">
-<rect width="100%" height="100%" fill="white"/>
-{body}</svg>
-"#
-    )
 }
 
 fn esc(s: &str) -> String {

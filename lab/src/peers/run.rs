@@ -76,37 +76,7 @@ pub async fn run_found(
             report.notes.push(format!("{proxy}: skipped: {why}"));
         }
     }
-    let sc = ctx.sc;
-    if sc.resilience.retry.is_some()
-        || sc.resilience.breaker.is_some()
-        || sc.resilience.outlier.is_some()
-    {
-        report.notes.push(
-            "peers: [resilience] applies to tower-lb's rows; the proxies keep their own defaults"
-                .into(),
-        );
-    }
-    if sc.load.clients > 1 {
-        report.notes.push(format!(
-            "peers: one proxy serves all users (load.clients = {} applies to tower-lb's rows)",
-            sc.load.clients
-        ));
-    }
-    if sc
-        .backends
-        .iter()
-        .any(|b| b.join.is_some() || b.leave.is_some())
-    {
-        report.notes.push(
-            "peers: a proxy's upstream is its config file: backends that join or leave are in it from the start"
-                .into(),
-        );
-    }
-    if !sc.load.overhead.0.is_zero() {
-        report.notes.push(
-            "peers: load.overhead (a modelled proxy hop) is not added: the hop is real".into(),
-        );
-    }
+    caveats(ctx.sc, report);
     // One watch for the whole loop: a signal that arrives between rows, or
     // while a row's end blocks on stopping its proxy, is still seen.
     let interrupt = interrupted();
@@ -149,6 +119,41 @@ pub async fn run_found(
         }
     }
     Ok(())
+}
+
+/// Notes in `report` what the peer rows leave out of `sc`: resilience,
+/// several clients, joins and leaves, the modelled overhead.
+fn caveats(sc: &Scenario, report: &mut Report) {
+    if sc.resilience.retry.is_some()
+        || sc.resilience.breaker.is_some()
+        || sc.resilience.outlier.is_some()
+    {
+        report.notes.push(
+            "peers: [resilience] applies to tower-lb's rows; the proxies keep their own defaults"
+                .into(),
+        );
+    }
+    if sc.load.clients > 1 {
+        report.notes.push(format!(
+            "peers: one proxy serves all users (load.clients = {} applies to tower-lb's rows)",
+            sc.load.clients
+        ));
+    }
+    if sc
+        .backends
+        .iter()
+        .any(|b| b.join.is_some() || b.leave.is_some())
+    {
+        report.notes.push(
+            "peers: a proxy's upstream is its config file: backends that join or leave are in it from the start"
+                .into(),
+        );
+    }
+    if !sc.load.overhead.0.is_zero() {
+        report.notes.push(
+            "peers: load.overhead (a modelled proxy hop) is not added: the hop is real".into(),
+        );
+    }
 }
 
 /// Resolves on Ctrl-C or (unix) SIGTERM, naming it; never if signals
