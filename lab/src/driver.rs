@@ -303,7 +303,8 @@ where
     let traffic = clients.start(&row, sc.max_vus(), ctx.progress(shown));
     let _membership = membership(ctx, &row, &clients.lbs, &targets, weighted);
     let end = row.plan.end;
-    let plan_seen = fleet::plans(sc, &clients.lbs, row.plan.start, end).await;
+    let client_0 = || clients.lbs[0].handle().route_plan();
+    let plan_seen = fleet::plans(sc, client_0, row.plan.start, end).await;
     tokio::time::sleep_until(end).await;
     let stats = balancers::end_stats(&clients.lbs, sc.backends.len());
     traffic.finish().await;

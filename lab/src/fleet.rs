@@ -7,11 +7,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use tokio::time::Instant;
-use tower_lb::pick::Pick;
 use tower_lb::route::RoutePlan;
-
-use super::balancers::Lb;
-use super::endpoint::LabRequest;
 
 use super::record::round;
 use super::report::{PickerReport, Report};
@@ -56,11 +52,12 @@ pub struct Phase {
     pub measured: Vec<f64>,
 }
 
-/// With `[fleet]`, client 0's route plan at the end of each second from
-/// `start` to `end` (its priority phases); empty without.
-pub async fn plans<P: Pick<LabRequest>>(
+/// With `[fleet]`, client 0's route plan (`plan` reads it) at the end of
+/// each second from `start` to `end` (its priority phases); empty without,
+/// and `plan` is then never called.
+pub async fn plans(
     sc: &Scenario,
-    lbs: &[Lb<P>],
+    plan: impl Fn() -> RoutePlan,
     start: Instant,
     end: Instant,
 ) -> Vec<(Vec<u32>, String)> {
@@ -69,7 +66,7 @@ pub async fn plans<P: Pick<LabRequest>>(
         let second = Duration::from_secs(1);
         let mut tick = tokio::time::interval_at(start + second, second);
         while tick.tick().await <= end {
-            plan_seen.push(sample(&lbs[0].handle().route_plan()));
+            plan_seen.push(sample(&plan()));
         }
     }
     plan_seen
