@@ -61,6 +61,7 @@
 
 mod body;
 mod classify;
+pub mod gateway;
 mod hyper;
 mod load_probe;
 mod named;
@@ -85,6 +86,7 @@ pub use crate::pick::key::{
     ClientIp, ConnectInfo, Connection, ConnectionAddrs, ForwardedFor, Header, Hop, Path, client_ip,
     first_hop, hash_connection,
 };
+pub use gateway::Gateway;
 pub use load_probe::LoadProbe;
 #[cfg(all(feature = "grpc", feature = "rustls"))]
 pub(crate) use named::server_name;
