@@ -62,8 +62,8 @@ impl Membership {
 }
 
 /// The endpoint set stayed empty for the whole of a bounded wait
-/// ([`Handle::wait_for_endpoints`], or a gateway's
-/// [`wait_for_endpoints`](crate::http::gateway::Builder::wait_for_endpoints)).
+/// ([`Handle::wait_for_endpoints`], or the HTTP gateway's
+/// `wait_for_endpoints`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WaitTimeout {
     /// How long the wait lasted.
