@@ -1,135 +1,148 @@
-//! An axum gateway forwarding `/api/*` to three upstream replicas through
-//! retry, per-endpoint circuit breakers and `Balance`, serving `/metrics`.
+//! An axum gateway forwarding `/api/*` to upstream replicas through retry,
+//! per-endpoint circuit breakers and `Balance`, serving `/metrics`: the
+//! forwarding itself is `tower_lb::http::Gateway` (hop-by-hop headers,
+//! `X-Forwarded-*`, bodies, error statuses).
 //!
-//! `cargo run --example axum_gateway` starts the replicas (one answers 503),
-//! the gateway, sends a few requests through it, prints the answers and the
-//! request counters, and exits. `cargo run --example axum_gateway -- --serve`
-//! keeps the gateway running on 127.0.0.1:3000 instead
-//! (`curl localhost:3000/api/hello`, `curl localhost:3000/metrics`).
+//! `cargo run --example axum_gateway` starts three replicas (one answers
+//! 503), the gateway, sends a few requests through it, prints the answers
+//! and the request counters, and exits; `-- --dns` does the same with the
+//! replicas found by resolving `localhost` (the pool starts empty and the
+//! first requests wait for the first answer). `-- --serve` keeps the
+//! gateway running on 127.0.0.1:3000 instead (`curl
+//! localhost:3000/api/hello`, `curl localhost:3000/metrics`).
 
-use std::convert::Infallible;
 use std::error::Error;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
-use axum::extract::Request;
-use axum::http::{HeaderName, StatusCode, header};
-use axum::response::IntoResponse;
+use axum::extract::{ConnectInfo, Request};
+use axum::http::StatusCode;
 use axum::routing::get;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Full};
+use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tokio::net::TcpListener;
-use tower::{Layer, ServiceExt, service_fn};
+use tower::Layer;
 use tower_lb::breaker::CircuitBreakerConfig;
-use tower_lb::http::Classifier;
+use tower_lb::discover::{self, Source, dns::Dns};
+use tower_lb::http::{self, Gateway, gateway};
 use tower_lb::metrics::{Metrics, prometheus::Exporter};
 use tower_lb::retry::RetryLayer;
 
 type BoxError = Box<dyn Error + Send + Sync>;
 
-/// The largest request body the gateway buffers (so a retry can replay it).
-const MAX_BODY: usize = 1 << 20;
+/// Where the gateway finds its replicas.
+#[derive(Debug, Clone)]
+pub enum Upstream {
+    /// A fixed list of origins (`http://127.0.0.1:8080`).
+    Origins(Vec<String>),
+    /// Every address `host` resolves to, with `port`, kept up to date.
+    Dns(String, u16),
+}
 
-/// The gateway: `/api/*` through retry, breakers and the balancer to
-/// `origins` (the `/api` prefix stripped), and `/metrics`. An attempt may
-/// take `deadline / 2`, the whole request `deadline`.
+/// The gateway: `/api/*` through retry, breakers and the balancer to the
+/// upstream's replicas (the `/api` prefix stripped), and `/metrics`. An
+/// attempt may take `deadline / 2`, the whole request `deadline`; a
+/// request that arrives before DNS's first answer waits up to `deadline`.
 pub fn gateway(
-    origins: &[String],
+    upstream: &Upstream,
     exporter: Exporter,
     deadline: Duration,
 ) -> Result<Router, BoxError> {
     let retry = RetryLayer::builder()
-        .classify(Classifier::new())
         .per_try_timeout(deadline / 2)
         .deadline(deadline)
         .build()?;
-    let breaker = CircuitBreakerConfig::builder()
-        .consecutive_failures(3)
-        .build()?;
-    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
-    let lb = tower_lb::http::balance(client, origins)?
-        .circuit_breaker(breaker)
+    let client = Client::builder(TokioExecutor::new()).build_http::<gateway::Body>();
+    let origins = match upstream {
+        Upstream::Origins(origins) => origins.clone(),
+        Upstream::Dns(..) => Vec::new(),
+    };
+    let lb = http::balance(client.clone(), origins)?
+        .circuit_breaker(
+            CircuitBreakerConfig::builder()
+                .consecutive_failures(3)
+                .build()?,
+        )
         .metrics(Metrics::new(&exporter.meter(), "upstream").retries(&retry))
         .build()?;
-    let upstream = retry.layer(lb);
-    let api = service_fn(move |req: Request| {
-        let upstream = upstream.clone();
-        async move {
-            let (parts, body) = req.into_parts();
-            let Ok(body) = axum::body::to_bytes(body, MAX_BODY).await else {
-                return Ok::<_, Infallible>(StatusCode::PAYLOAD_TOO_LARGE.into_response());
-            };
-            let mut up = http::Request::new(Full::new(body));
-            (*up.method_mut(), *up.uri_mut()) = (parts.method, parts.uri);
-            for (name, value) in &parts.headers {
-                if !hop_by_hop(name) {
-                    up.headers_mut().append(name.clone(), value.clone());
-                }
-            }
-            Ok(match upstream.oneshot(up).await {
-                Ok(res) => res.map(Body::new),
-                // The reason stays in the gateway's logs and metrics.
-                Err(e) if e.is_timeout() => StatusCode::GATEWAY_TIMEOUT.into_response(),
-                Err(_) => StatusCode::BAD_GATEWAY.into_response(),
-            })
-        }
-    });
+    if let Upstream::Dns(host, port) = upstream {
+        let make = discover::http_endpoints(client, "http")?;
+        Dns::builder(host.as_str(), *port)
+            .build()?
+            .spawn(lb.handle(), make)
+            .detach();
+    }
+    let api = Gateway::builder(retry.layer(lb.clone()))
+        .wait_for_endpoints(&lb.handle(), deadline)
+        .peer_from(|ext| ext.get::<ConnectInfo<SocketAddr>>().map(|c| c.0))
+        .build()?;
     Ok(Router::new()
         .nest_service("/api", api)
         .route("/metrics", get(move || async move { exporter.response() })))
 }
 
-/// Headers that describe one connection, not the request.
-fn hop_by_hop(name: &HeaderName) -> bool {
-    [
-        header::HOST,
-        header::CONNECTION,
-        header::TRANSFER_ENCODING,
-        header::TE,
-    ]
-    .contains(name)
-        || [header::UPGRADE, header::PROXY_AUTHORIZATION].contains(name)
-        || name.as_str() == "keep-alive"
-}
-
-/// Serves `router` on `addr`; returns the address it listens on.
+/// Serves `router` on `addr` (with each request's peer, for
+/// `X-Forwarded-For`); returns the address it listens on.
 pub async fn serve(addr: &str, router: Router) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
-    tokio::spawn(async move { axum::serve(listener, router).await });
+    let app = router.into_make_service_with_connect_info::<SocketAddr>();
+    tokio::spawn(async move { axum::serve(listener, app).await });
     Ok(local)
 }
 
-/// Starts an upstream replica answering `{name} {method} {path?query}`, or
-/// 503 if `failing`.
-async fn replica(name: &'static str, failing: bool) -> std::io::Result<SocketAddr> {
+/// Starts an upstream replica on `addr` answering `{name} {method}
+/// {path?query} for {X-Forwarded-For}`, or 503 if `failing`.
+async fn replica(addr: &str, name: &'static str, failing: bool) -> std::io::Result<SocketAddr> {
     let router = Router::new().fallback(move |req: Request| async move {
-        let status = if failing {
-            StatusCode::SERVICE_UNAVAILABLE
-        } else {
-            StatusCode::OK
+        let status = match failing {
+            true => StatusCode::SERVICE_UNAVAILABLE,
+            false => StatusCode::OK,
         };
-        (status, format!("{name} {} {}", req.method(), req.uri()))
+        let xff = req
+            .headers()
+            .get("x-forwarded-for")
+            .and_then(|v| v.to_str().ok());
+        let text = format!(
+            "{name} {} {} for {}",
+            req.method(),
+            req.uri(),
+            xff.unwrap_or("?")
+        );
+        (status, text)
     });
-    serve("127.0.0.1:0", router).await
+    serve(addr, router).await
 }
 
-/// Starts three replicas (the third answering 503) and the gateway on
-/// `addr`; returns the gateway's address once it listens.
-async fn start(addr: &str) -> Result<SocketAddr, BoxError> {
-    let mut origins = Vec::new();
-    for (name, failing) in [
-        ("replica-1", false),
-        ("replica-2", false),
-        ("replica-3", true),
-    ] {
-        origins.push(format!("http://{}", replica(name, failing).await?));
-    }
-    let router = gateway(&origins, Exporter::new()?, Duration::from_secs(5))?;
+/// Starts the replicas and the gateway on `addr`; returns the gateway's
+/// address once it listens. Without `dns`: three replicas listed by
+/// origin, the third answering 503. With it: one replica on a port of
+/// `localhost`'s addresses (127.0.0.1, and ::1 where the machine has
+/// IPv6), found by resolving `localhost`.
+async fn start(addr: &str, dns: bool) -> Result<SocketAddr, BoxError> {
+    let upstream = if dns {
+        let v4 = replica("127.0.0.1:0", "replica-v4", false).await?;
+        // The same port on ::1, which `localhost` may resolve to too.
+        let _ = replica(&format!("[::1]:{}", v4.port()), "replica-v6", false).await;
+        Upstream::Dns("localhost".to_owned(), v4.port())
+    } else {
+        let mut origins = Vec::new();
+        for (name, failing) in [
+            ("replica-1", false),
+            ("replica-2", false),
+            ("replica-3", true),
+        ] {
+            origins.push(format!(
+                "http://{}",
+                replica("127.0.0.1:0", name, failing).await?
+            ));
+        }
+        Upstream::Origins(origins)
+    };
+    let router = gateway(&upstream, Exporter::new()?, Duration::from_secs(5))?;
     Ok(serve(addr, router).await?)
 }
 
@@ -144,10 +157,11 @@ pub struct Demo {
     pub metrics: String,
 }
 
-/// Runs the gateway on an ephemeral port and sends it `requests` requests
-/// (`GET /api/hello?n=i`), then reads `/metrics`.
-pub async fn run(requests: usize) -> Result<Demo, BoxError> {
-    let gateway = start("127.0.0.1:0").await?;
+/// Runs the gateway on an ephemeral port (over DNS if `dns`) and sends it
+/// `requests` requests (`GET /api/hello?n=i`) one after another, then reads
+/// `/metrics`.
+pub async fn run(requests: usize, dns: bool) -> Result<Demo, BoxError> {
+    let gateway = start("127.0.0.1:0", dns).await?;
     let client = &Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
     let get = |path: String| async move {
         let res = client
@@ -171,13 +185,14 @@ pub async fn run(requests: usize) -> Result<Demo, BoxError> {
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
+    let dns = std::env::args().any(|a| a == "--dns");
     if std::env::args().any(|a| a == "--serve") {
-        let addr = start("127.0.0.1:3000").await?;
+        let addr = start("127.0.0.1:3000", dns).await?;
         println!("gateway on http://{addr}/api/… and http://{addr}/metrics; Ctrl-C to stop");
         tokio::signal::ctrl_c().await?;
         return Ok(());
     }
-    let demo = run(12).await?;
+    let demo = run(12, dns).await?;
     for (status, body) in &demo.answers {
         println!("{status} {body}");
     }

@@ -376,6 +376,13 @@ impl<K, S, P: Picker, C> Handle<K, S, P, C> {
         self.len() == 0
     }
 
+    /// The set's size and its first-endpoint wake-up, for a waiter that
+    /// does not name the balancer's types (the HTTP gateway).
+    #[cfg(feature = "http")]
+    pub(crate) fn membership(&self) -> Arc<super::Membership> {
+        Arc::clone(&self.shared.membership)
+    }
+
     /// The current endpoints' keys and live state (for observability),
     /// draining ones included, in insertion order.
     pub fn endpoints(&self) -> Vec<(K, Arc<EndpointState>)>

@@ -56,6 +56,7 @@ mod handle;
 mod layer;
 mod load;
 mod observe;
+mod ready;
 mod service;
 mod snapshot;
 
@@ -72,6 +73,8 @@ pub use discover::{discover, spawn_discover};
 pub use future::ResponseFuture;
 pub use handle::{Edit, Handle, Upsert};
 pub use layer::{BalanceLayer, FromKeys, MakeEndpoint};
+pub(crate) use ready::Membership;
+pub use ready::WaitTimeout;
 
 pub use observe::Observer;
 #[cfg(feature = "metrics")]
@@ -206,6 +209,8 @@ pub(crate) struct Shared<K, S, P: Picker, C> {
     pub(crate) router: Arc<Router>,
     /// Ramp positions of removed endpoints (slow start's memory).
     pub(crate) ramps: Mutex<RampMemory>,
+    /// The set's size, for those waiting for its first endpoints.
+    pub(crate) membership: Arc<Membership>,
 }
 
 impl<K, S, P: Picker, C> Shared<K, S, P, C> {
@@ -278,10 +283,12 @@ impl<K, S, P: Picker, C> Shared<K, S, P, C> {
         if let Some(o) = &self.observer {
             o.set_pool(&snap.member_states());
         }
+        let len = snap.members.len();
         self.set.store(Arc::new(snap));
         // After the store: a clone that sees the new generation loads a set
         // at least this new.
         self.generation.fetch_add(1, Ordering::Release);
+        self.membership.set(len);
     }
 }
 

@@ -20,6 +20,10 @@
 //!   are the caller's and count as successes.
 //! * **Keys.** [`client_ip`] reads the client's address from
 //!   `X-Forwarded-For` or the connection, for hash pickers.
+//! * **Gateways.** [`Gateway`] forwards what an axum or hyper server
+//!   receives to such a balancer, as a reverse proxy does (hop-by-hop
+//!   headers, `Host`, `X-Forwarded-*`, bodies, error statuses): see
+//!   [`gateway`].
 //! * **Discovery.** [`crate::discover`] keeps the endpoint set in step with
 //!   DNS (feature `dns`), Kubernetes (the `tower-lb-kube` crate) or an xDS control plane (`xds`).
 //! * **Named services on addressed replicas.** [`Replicas`] keeps the
@@ -61,6 +65,7 @@
 
 mod body;
 mod classify;
+pub mod gateway;
 mod hyper;
 mod load_probe;
 mod named;
@@ -85,6 +90,7 @@ pub use crate::pick::key::{
     ClientIp, ConnectInfo, Connection, ConnectionAddrs, ForwardedFor, Header, Hop, Path, client_ip,
     first_hop, hash_connection,
 };
+pub use gateway::Gateway;
 pub use load_probe::LoadProbe;
 #[cfg(all(feature = "grpc", feature = "rustls"))]
 pub(crate) use named::server_name;

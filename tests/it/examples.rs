@@ -42,14 +42,17 @@ async fn prometheus_example_prints_counts_for_every_request() {
 
 #[tokio::test]
 async fn axum_gateway_forwards_api_and_serves_metrics() {
-    let demo = axum_gateway::run(9).await.unwrap();
+    let demo = axum_gateway::run(9, false).await.unwrap();
     assert_eq!(demo.answers.len(), 9);
     for (i, (status, body)) in demo.answers.iter().enumerate() {
         // Every request answered by a healthy replica (the 503s of the
-        // failing one are retried elsewhere), with `/api` stripped and the
-        // query kept.
+        // failing one are retried elsewhere), with `/api` stripped, the
+        // query kept and the client's address forwarded.
         assert_eq!(*status, 200, "{body}");
-        assert!(body.ends_with(&format!(" GET /hello?n={i}")), "{body}");
+        assert!(
+            body.ends_with(&format!(" GET /hello?n={i} for 127.0.0.1")),
+            "{body}"
+        );
         assert!(!body.starts_with("replica-3"), "{body}");
     }
     assert_eq!(demo.metrics_status, 200);
@@ -64,7 +67,23 @@ async fn axum_gateway_forwards_api_and_serves_metrics() {
 }
 
 #[tokio::test]
+async fn axum_gateway_over_dns_answers_its_first_request() {
+    // The pool starts empty; the first request, sent as soon as the
+    // gateway listens, waits for `localhost` to resolve.
+    let demo = axum_gateway::run(3, true).await.unwrap();
+    for (i, (status, body)) in demo.answers.iter().enumerate() {
+        assert_eq!(*status, 200, "{body}");
+        assert!(body.starts_with("replica-v"), "{body}");
+        assert!(
+            body.ends_with(&format!(" GET /hello?n={i} for 127.0.0.1")),
+            "{body}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn axum_gateway_answers_502_for_errors_and_504_for_timeouts() {
+    use axum_gateway::Upstream;
     use http_body_util::{BodyExt, Empty};
     use tower_lb::metrics::prometheus::Exporter;
     let get = |gw: std::net::SocketAddr| async move {
@@ -78,27 +97,33 @@ async fn axum_gateway_answers_502_for_errors_and_504_for_timeouts() {
         let status = res.status().as_u16();
         (status, res.into_body().collect().await.unwrap().to_bytes())
     };
-    // A replica nobody listens on: the error is a 502 with no text.
+    // A replica nobody listens on: a 502.
     let dead = {
         let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        format!("http://{}", closed.local_addr().unwrap())
+        Upstream::Origins(vec![format!("http://{}", closed.local_addr().unwrap())])
     };
     let ms = std::time::Duration::from_millis;
-    let app = axum_gateway::gateway(&[dead], Exporter::new().unwrap(), ms(400)).unwrap();
+    let app = axum_gateway::gateway(&dead, Exporter::new().unwrap(), ms(400)).unwrap();
     let gw = axum_gateway::serve("127.0.0.1:0", app).await.unwrap();
-    assert_eq!(get(gw).await, (502, bytes::Bytes::new()));
+    assert_eq!(
+        get(gw).await,
+        (502, bytes::Bytes::from("upstream failed\n"))
+    );
     // A replica that accepts and never answers: 504 once the deadline passes.
     let hole = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let hole_addr = format!("http://{}", hole.local_addr().unwrap());
+    let hole_addr = Upstream::Origins(vec![format!("http://{}", hole.local_addr().unwrap())]);
     tokio::spawn(async move {
         let mut held = Vec::new();
         while let Ok((tcp, _)) = hole.accept().await {
             held.push(tcp);
         }
     });
-    let app = axum_gateway::gateway(&[hole_addr], Exporter::new().unwrap(), ms(400)).unwrap();
+    let app = axum_gateway::gateway(&hole_addr, Exporter::new().unwrap(), ms(400)).unwrap();
     let gw = axum_gateway::serve("127.0.0.1:0", app).await.unwrap();
-    assert_eq!(get(gw).await, (504, bytes::Bytes::new()));
+    assert_eq!(
+        get(gw).await,
+        (504, bytes::Bytes::from("upstream timed out\n"))
+    );
 }
 
 #[tokio::test]

@@ -20,6 +20,8 @@ mod discover_xds;
 mod dns;
 mod examples;
 mod exchange;
+mod gateway;
+mod gateway_bodies;
 mod grpc;
 mod grpc_health;
 mod health;

@@ -68,6 +68,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             observer,
             router,
             ramps: Mutex::default(),
+            membership: Arc::default(),
         });
         let members = cfg
             .endpoints

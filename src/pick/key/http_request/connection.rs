@@ -125,16 +125,24 @@ impl Connection {
 
     /// The key of a request with these extensions.
     pub fn key_of(&self, ext: &Extensions) -> Option<u64> {
-        if let Some(read) = self.peer_from {
-            return read(ext).map(|peer| hash_connection(peer, None));
-        }
-        if let Some(addrs) = ext.get::<ConnectionAddrs>() {
+        if self.peer_from.is_none()
+            && let Some(addrs) = ext.get::<ConnectionAddrs>()
+        {
             return Some(addrs.key());
         }
-        ext.get::<ConnectInfo<SocketAddr>>()
-            .map(|c| c.0)
+        self.peer(ext).map(|peer| hash_connection(peer, None))
+    }
+
+    /// The peer's address in these extensions, looked up as for the key
+    /// (the HTTP gateway's `X-Forwarded-For` entry).
+    pub fn peer(&self, ext: &Extensions) -> Option<SocketAddr> {
+        if let Some(read) = self.peer_from {
+            return read(ext);
+        }
+        ext.get::<ConnectionAddrs>()
+            .map(|a| a.peer)
+            .or_else(|| ext.get::<ConnectInfo<SocketAddr>>().map(|c| c.0))
             .or_else(|| ext.get::<SocketAddr>().copied())
-            .map(|peer| hash_connection(peer, None))
     }
 }
 
