@@ -105,6 +105,7 @@ where
         M: FnMut(SocketAddr) -> Option<(K, S)>,
     {
         let mut retry = 0u32;
+        let mut relisted = false;
         loop {
             let mut delivered = false;
             let failure = tokio::select! {
@@ -112,12 +113,18 @@ where
                 () = until_gone(&handle) => return,
             };
             self.etcd.stats.error(&handle, SOURCE, &failure);
-            if failure.relist() {
-                self.revision = None;
-                continue;
-            }
             if delivered {
                 retry = 0;
+            }
+            if failure.relist() {
+                self.revision = None;
+                // A re-list goes at once, unless the last one was a re-list
+                // too: a store that keeps refusing is not hammered.
+                if !std::mem::replace(&mut relisted, true) {
+                    continue;
+                }
+            } else {
+                relisted = false;
             }
             let delay = self.etcd.backoff.delay(retry);
             retry = retry.saturating_add(1);
