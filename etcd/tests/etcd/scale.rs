@@ -1,9 +1,10 @@
-//! A thousand endpoints: one transaction applied as one update, and one
-//! list applied as one update.
+//! A thousand endpoints under one lease: the transaction that writes them,
+//! a list of them and the revocation that removes them each apply as one
+//! update.
 
 use std::time::Instant;
 
-use etcd_client::{Txn, TxnOp};
+use etcd_client::{PutOptions, Txn, TxnOp};
 use tower_lb::discover::Source;
 use tower_lb_etcd::Endpoint;
 
@@ -24,14 +25,17 @@ async fn a_thousand_endpoints_apply_in_one_update() {
     let _driver = watching.spawn(lb.handle(), make);
     until("the empty list", || stats.updates() == 1).await;
 
-    // One transaction: one revision, one watch response, one update.
+    // One transaction under one lease: one revision, one watch response,
+    // one update.
+    let mut kv = etcd.client().await.unwrap();
+    let lease = kv.lease_grant(60, None).await.unwrap().id();
     let puts: Vec<TxnOp> = (0..N)
         .map(|i| {
             let e = Endpoint::new(addr(i)).zone(format!("z{}", i % 3));
-            TxnOp::put(format!("{TARGET}/{}", addr(i)), e.to_json(), None)
+            let leased = PutOptions::new().with_lease(lease);
+            TxnOp::put(format!("{TARGET}/{}", addr(i)), e.to_json(), Some(leased))
         })
         .collect();
-    let mut kv = etcd.client().await.unwrap();
     let at = Instant::now();
     kv.txn(Txn::new().and_then(puts)).await.unwrap();
     until("a thousand endpoints", || h.len() == N).await;
@@ -51,4 +55,14 @@ async fn a_thousand_endpoints_apply_in_one_update() {
     figure("1,000 keys listed -> in a new pool", at.elapsed());
     assert_eq!(listed.updates(), 1, "one update for the list");
     assert_eq!(listed.errors(), 0);
+
+    // The lease revoked: the thousand keys go in one revision, one update.
+    let at = Instant::now();
+    kv.lease_revoke(lease).await.unwrap();
+    until("all gone", || h.is_empty()).await;
+    figure(
+        "a lease of 1,000 keys revoked -> out of the pool",
+        at.elapsed(),
+    );
+    assert_eq!(stats.updates(), 3, "one update for the revocation");
 }
