@@ -55,8 +55,9 @@
 //!   event seen: etcd replays what changed meanwhile, so nothing is listed
 //!   again.
 //! * **A compacted revision** (etcd answers a resumed watch with
-//!   `compact_revision`) is counted and re-lists at once; so does a store
-//!   whose revision went backwards (a restored or new cluster).
+//!   `compact_revision`) is counted and re-lists at once; so does an etcd
+//!   whose revision is behind what was read, or whose cluster id changed
+//!   (a cluster rebuilt or restored, or another one).
 //! * **While etcd is away the balancer keeps its last good set**:
 //!   endpoints leave only when etcd says their key is gone, never because
 //!   etcd cannot be reached.

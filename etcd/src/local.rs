@@ -145,6 +145,21 @@ impl LocalEtcd {
         self.spawn().await
     }
 
+    /// Kills etcd, deletes its data and starts an empty member on the same
+    /// ports: a cluster rebuilt from nothing, its revisions starting over.
+    ///
+    /// # Errors
+    ///
+    /// As [`start`](Self::start), or deleting the data failed.
+    pub async fn reset(&mut self) -> Result<(), LocalError> {
+        self.kill();
+        let data = self.dir.path().join("data");
+        if data.exists() {
+            std::fs::remove_dir_all(data)?;
+        }
+        self.spawn().await
+    }
+
     async fn spawn(&mut self) -> Result<(), LocalError> {
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
         let log_path = self.dir.path().join("etcd.log");

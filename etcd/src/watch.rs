@@ -32,16 +32,16 @@ enum Failure {
     Canceled(String),
     /// The revision to resume from was compacted away: re-list.
     Compacted { resume: i64, compacted: i64 },
-    /// The store is older than what was read (a restored or new cluster):
-    /// re-list.
-    Rewound { resume: i64, now: i64 },
+    /// etcd is not the store that was read (a new or restored cluster):
+    /// its cluster id changed, or its revision went backwards. Re-list.
+    Replaced(String),
 }
 
 impl Failure {
     /// Whether the failure calls for a fresh list rather than a resumed
     /// watch; a re-list is not delayed.
     fn relist(&self) -> bool {
-        matches!(self, Failure::Compacted { .. } | Failure::Rewound { .. })
+        matches!(self, Failure::Compacted { .. } | Failure::Replaced(_))
     }
 }
 
@@ -56,10 +56,7 @@ impl fmt::Display for Failure {
                 f,
                 "revision {resume} was compacted (compacted up to {compacted}): re-listing"
             ),
-            Failure::Rewound { resume, now } => write!(
-                f,
-                "etcd is at revision {now}, before {resume} already read (restored or new cluster): re-listing"
-            ),
+            Failure::Replaced(why) => write!(f, "{why} (a new or restored cluster): re-listing"),
         }
     }
 }
@@ -83,6 +80,8 @@ pub(crate) struct Watcher<K, M> {
     /// The store revision everything in `keys` is as of; `None` until a
     /// list succeeds, and after a compaction.
     revision: Option<i64>,
+    /// The id of the cluster the list read (0 until then).
+    cluster: u64,
 }
 
 impl<K, M> Watcher<K, M>
@@ -95,6 +94,7 @@ where
             sync: Reconciler::new(make),
             keys: BTreeMap::new(),
             revision: None,
+            cluster: 0,
         }
     }
 
@@ -200,6 +200,7 @@ where
         })
         .await?;
         let revision = got.header().map_or(0, |h| h.revision());
+        self.cluster = got.header().map_or(0, |h| h.cluster_id());
         self.keys.clear();
         for kv in got.kvs() {
             self.put(handle, kv);
@@ -228,9 +229,21 @@ where
         if response.canceled() {
             return Err(Failure::Canceled(response.cancel_reason().to_owned()));
         }
-        let now = response.header().map_or(0, |h| h.revision());
-        if response.created() && now < resume {
-            return Err(Failure::Rewound { resume, now });
+        if response.created()
+            && let Some(header) = response.header()
+        {
+            if self.cluster != 0 && header.cluster_id() != self.cluster {
+                let (now, was) = (header.cluster_id(), self.cluster);
+                return Err(Failure::Replaced(format!(
+                    "etcd's cluster id is {now:x}, the list read {was:x}"
+                )));
+            }
+            if header.revision() < resume {
+                let now = header.revision();
+                return Err(Failure::Replaced(format!(
+                    "etcd is at revision {now}, before {resume} already read"
+                )));
+            }
         }
         if response.events().is_empty() {
             return Ok(());

@@ -1,5 +1,6 @@
 //! The control plane failing: a watch resumed after a lost connection, a
-//! compacted revision re-listed, etcd killed and restarted under load.
+//! compacted revision re-listed, an etcd rebuilt from nothing re-listed,
+//! etcd killed and restarted under load.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -119,6 +120,39 @@ async fn a_lost_watch_resumes_and_a_compacted_one_relists_with_nothing_lost() {
         .unwrap();
     until("watching again", || members(&h).len() == 4).await;
     assert_eq!(stats.endpoints(), 4);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_etcd_rebuilt_from_nothing_is_listed_again() {
+    let Some(mut etcd) = etcd().await else { return };
+    let (capture, _guard) = Capture::install();
+    let mut kv = etcd.client().await.unwrap();
+    for i in 1..=4 {
+        kv.put(key(i), Endpoint::new(addr(i)).to_json(), None)
+            .await
+            .unwrap();
+    }
+    let (lb, make) = balancer();
+    let h = lb.handle();
+    let _driver = source(etcd.client().await.unwrap(), TARGET)
+        .build()
+        .unwrap()
+        .spawn(lb.handle(), make);
+    until("the list", || h.len() == 4).await;
+
+    // The data is gone: the new store's revision is behind the watch's.
+    etcd.reset().await.unwrap();
+    kv.put(key(7), Endpoint::new(addr(7)).to_json(), None)
+        .await
+        .unwrap();
+    until("re-listed", || members(&h) == [addr(7)]).await;
+    let events = capture.events("etcd");
+    assert!(
+        events
+            .iter()
+            .any(|e| e.error.contains("before 5 already read")),
+        "{events:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
