@@ -65,9 +65,14 @@
 //!   [`Handle::report_discovery_error`](tower_lb::Handle::report_discovery_error)
 //!   as source `"etcd"`.
 //!
-//! A half-open connection (a partition with no reset) is noticed by gRPC
-//! keep-alives: set them on the client
-//! ([`ConnectOptions::with_keep_alive`](etcd_client::ConnectOptions::with_keep_alive)).
+//! Two client settings are yours to choose, on the
+//! [`ConnectOptions`](etcd_client::ConnectOptions) you connect with: gRPC
+//! keep-alives ([`with_keep_alive`](etcd_client::ConnectOptions::with_keep_alive)),
+//! so that a half-open connection (a partition with no reset) ends the
+//! watch; and, for a cluster of several members,
+//! [`with_require_leader`](etcd_client::ConnectOptions::with_require_leader),
+//! so that a member cut off from its leader ends the watch instead of
+//! going silent. Either way the source reconnects and resumes.
 //!
 //! ```no_run
 //! use tower_lb::discover::{self, Source};
