@@ -6,6 +6,7 @@
 //! | [`dns`] | `dns` (`dns-hickory` for TTLs and SRV) | A/AAAA, or SRV then A/AAAA | SRV weight | SRV priority (ranked) | — |
 //! | `tower_lb_kube::Kube` | the `tower-lb-kube` crate | the EndpointSlices of one Service | 1 | zone; hints as a label | `serving && terminating` |
 //! | `xds` | `xds` | `ClusterLoadAssignment`s over ADS | `load_balancing_weight` | locality, its weight, priority | `DRAINING` (and `DEGRADED`) |
+//! | `tower_lb_etcd::Etcd` | the `tower-lb-etcd` crate | the keys under an etcd prefix (gRPC-go's etcd naming) | `Metadata.weight` | `Metadata` zone, region, priority | `Metadata.draining` |
 //!
 //! Every source works the same way:
 //!
@@ -35,7 +36,8 @@
 //! errors (the error is also reported on the balancer), and [`until_gone`]
 //! to end with the balancer. Kubernetes discovery is written this way, in a
 //! crate of its own (`tower-lb-kube`, since its API names `kube::Client`
-//! and kube's breaking releases should not be tower-lb's).
+//! and kube's breaking releases should not be tower-lb's); so is etcd
+//! discovery (`tower-lb-etcd`).
 
 mod driver;
 mod reconcile;
