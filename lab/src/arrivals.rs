@@ -25,8 +25,8 @@ use tokio::time::Instant;
 use tower::Service;
 
 use super::endpoint::LabRequest;
-use super::random::{Rng, sub_seed};
 use super::record::Recorder;
+use super::scenario::random::{Rng, sub_seed};
 use super::scenario::{Arrivals, OpenLoop};
 use super::users::{Plan, random_ip, send};
 

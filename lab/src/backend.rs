@@ -10,8 +10,8 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use super::random::{Delay, Rng};
 use super::resource::Resource;
+use super::scenario::random::{Delay, Rng};
 use super::scenario::{BackendSpec, EventSpec, Slowdown};
 use super::timer::Timer;
 

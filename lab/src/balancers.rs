@@ -19,9 +19,9 @@ use tower_lb::retry::RetryLayer;
 use super::driver::Ctx;
 use super::endpoint::{Endpoint, LabRequest, Parts, Target};
 use super::error::LabError;
-use super::random::sub_seed;
 use super::record::Recorder;
 use super::report::ProbeReport;
+use super::scenario::random::sub_seed;
 use super::scenario::{RetrySpec, membership};
 use super::traffic::{Progress, Row, Traffic};
 

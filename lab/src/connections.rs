@@ -22,9 +22,9 @@ use tower_lb::http::{Connection, ConnectionAddrs, ForwardedFor};
 use tower_lb::pick::RequestKey;
 
 use super::endpoint::LabRequest;
-use super::random::Rng;
 use super::record::round;
 use super::scenario::Connections;
+use super::scenario::random::Rng;
 
 /// The gateway's end of every connection.
 pub const GATEWAY: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 8080);

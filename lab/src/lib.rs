@@ -31,7 +31,6 @@ pub mod oracle;
 pub mod outcome;
 pub mod output;
 pub mod peers;
-pub mod random;
 pub mod record;
 pub mod replica;
 pub mod report;

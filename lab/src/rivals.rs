@@ -20,8 +20,6 @@
 //! Their in-flight column is what the backends hold at the row's end, and
 //! they have no selection time (the pick happens in the buffer's task).
 
-use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 use tower::balance::p2c::Balance;
@@ -34,9 +32,10 @@ use super::driver::Ctx;
 use super::endpoint::{Endpoint, Parts, Target, targets};
 use super::error::LabError;
 use super::membership;
-use super::random::{Rng, sub_seed};
 use super::report::PickerReport;
+use super::scenario::Rival;
 use super::scenario::membership::initial;
+use super::scenario::random::{Rng, sub_seed};
 use super::server::AbortOnDrop;
 use super::traffic::Row;
 
@@ -48,51 +47,16 @@ pub const TOWER_DECAY: Duration = Duration::from_secs(10);
 /// what any scenario keeps in flight, so the buffer never refuses.
 const BUFFER: usize = 1 << 16;
 
-/// A rival balancer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Rival {
-    /// `tower::balance::p2c::Balance` over `tower::load::PeakEwma`.
-    TowerP2c,
-    /// `loadpace-tower` under tower's P2C balancer.
-    Loadpace,
-}
-
-impl Rival {
-    /// Every rival, in table order.
-    pub const ALL: [Rival; 2] = [Rival::TowerP2c, Rival::Loadpace];
-
-    /// The name in scenarios and on the command line.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Rival::TowerP2c => "tower_p2c",
-            Rival::Loadpace => "loadpace",
+/// What runs, for the table's notes and the JSON.
+pub fn what(rival: Rival) -> String {
+    match rival {
+        Rival::TowerP2c => format!(
+            "tower 0.5 p2c::Balance over load::PeakEwma (default RTT {:?}, decay {:?}) behind a Buffer",
+            TOWER_DEFAULT_RTT, TOWER_DECAY
+        ),
+        Rival::Loadpace => {
+            "loadpace-tower 0.1.0-rc.4 AdaptiveEndpoint (default config) under tower's p2c::Balance, behind a Buffer".into()
         }
-    }
-
-    /// What runs, for the table's notes and the JSON.
-    pub fn what(self) -> String {
-        match self {
-            Rival::TowerP2c => format!(
-                "tower 0.5 p2c::Balance over load::PeakEwma (default RTT {:?}, decay {:?}) behind a Buffer",
-                TOWER_DEFAULT_RTT, TOWER_DECAY
-            ),
-            Rival::Loadpace => {
-                "loadpace-tower 0.1.0-rc.4 AdaptiveEndpoint (default config) under tower's p2c::Balance, behind a Buffer".into()
-            }
-        }
-    }
-}
-
-impl fmt::Display for Rival {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Rival {
-    type Err = ();
-    fn from_str(s: &str) -> Result<Self, ()> {
-        Rival::ALL.into_iter().find(|r| r.as_str() == s).ok_or(())
     }
 }
 
@@ -150,7 +114,7 @@ pub async fn run(
     traffic.finish().await;
     let mut report = row.rec.finish(rival.as_str(), false, in_flight, false);
     row.add_utilization(&mut report);
-    report.rival = Some(rival.what());
+    report.rival = Some(what(rival));
     report.membership = membership::stats(sc, &report);
     Ok(Ok(report))
 }

@@ -13,10 +13,10 @@ use tower::Service;
 use super::arrivals::open_loop;
 use super::backend::Backend;
 use super::endpoint::LabRequest;
-use super::random::sub_seed;
 use super::record::Recorder;
 use super::report::PickerReport;
 use super::resource;
+use super::scenario::random::sub_seed;
 use super::scenario::{OpenLoop, Scenario, schedules};
 use super::users::{Plan, user};
 

@@ -14,8 +14,8 @@ use tower::{Service, ServiceExt};
 
 use super::endpoint::{LabRequest, STREAM_HEADER};
 use super::outcome::Outcome;
-use super::random::{Rng, sub_seed};
 use super::record::{Answer, Recorder};
+use super::scenario::random::{Rng, sub_seed};
 use super::scenario::{ClientIps, Connections, OpenLoop, Scenario, Stage};
 use super::timed;
 

@@ -27,7 +27,8 @@ use super::super::server::{self, BACKEND_HEADER, backend_tag};
 use super::super::traffic::{Progress, Row};
 use super::binary::{self, Installed};
 use super::config::{self, Setup};
-use super::{Peer, Proxy, process};
+use super::process;
+use crate::scenario::proxy::{Peer, Proxy};
 
 /// What a row needs from the run.
 #[derive(Clone, Copy)]
@@ -57,7 +58,7 @@ pub async fn run_rows(
     let mut found: Vec<(Proxy, Result<Installed, String>)> = Vec::new();
     for peer in rows {
         if !found.iter().any(|(p, _)| *p == peer.proxy) {
-            found.push((peer.proxy, binary::probe(peer.proxy)));
+            found.push((peer.proxy, binary::installed(peer.proxy)));
         }
     }
     run_found(ctx, rows, &found, report).await

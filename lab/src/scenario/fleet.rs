@@ -7,7 +7,7 @@ use serde::Deserialize;
 use tower_lb::endpoint::{EndpointMeta, Locality};
 use tower_lb::route::{Callers, Routing, Subset, ZoneAware};
 
-use super::super::random::{Rng, sub_seed};
+use super::random::{Rng, sub_seed};
 use super::{BackendSpec, Dur, Scenario};
 
 /// `[fleet]`.

@@ -267,7 +267,7 @@ pub fn capacity(backends: &[BackendSpec]) -> Result<f64, String> {
                 b.name
             ));
         };
-        let mean = super::super::random::Delay::from(b.delay).mean_ns() / 1e9;
+        let mean = super::random::Delay::from(b.delay).mean_ns() / 1e9;
         let speed = b.slowdown.as_ref().map_or(1.0, |s| s.mean_speed());
         sum += f64::from(w) / mean * speed;
     }

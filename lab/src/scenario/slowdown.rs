@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::super::random::{Rng, sub_seed};
+use super::random::{Rng, sub_seed};
 use super::{BackendSpec, Dur};
 
 /// A backend's `slowdown` field.
