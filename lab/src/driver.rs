@@ -7,6 +7,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+use tower_lb::route::RoutePlan;
+
 use tower_lb::metrics::prometheus::Exporter;
 use tower_lb::pick::{self, Pick};
 
@@ -15,18 +18,19 @@ use super::balancers::{self, Clients, EndStats, Lb};
 use super::connections::LabKey;
 use super::endpoint::{LabRequest, Target, targets};
 use super::error::LabError;
-use super::fleet;
 use super::membership;
 use super::oracle::Oracle;
 use super::peers;
+use super::record::timed::{self, Timed};
+use super::report::fleet_stats;
+use super::report::membership_stats;
+use super::report::table::Stream;
 use super::report::{PickerReport, Report};
 use super::rivals;
 use super::scenario::proxy::{self, Peer, PeerSpec};
 use super::scenario::random::sub_seed;
 use super::scenario::{OpenLoop, PickerName, Scenario, Tracking, Variant};
 use super::server::{self, AbortOnDrop};
-use super::table::Stream;
-use super::timed::Timed;
 use super::traffic::{Progress, Row};
 
 /// Seed used when neither `--seed` nor the scenario gives one.
@@ -50,7 +54,7 @@ pub struct Options {
     pub utilization: Option<f64>,
     /// No progress line.
     pub quiet: bool,
-    /// Times a second pick after the deciding one ([`super::timed`]).
+    /// Times a second pick after the deciding one ([`timed`]).
     pub warm_select: bool,
     /// Each worker thread keeps its own view of load (`per_thread_load`).
     pub per_thread_load: bool,
@@ -64,7 +68,7 @@ pub struct Options {
 
 /// Runs every picker of the scenario and returns the report.
 pub fn run_scenario(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
-    super::timed::set_warm(opts.warm_select);
+    timed::set_warm(opts.warm_select);
     let rt = if opts.sim {
         tokio::runtime::Builder::new_current_thread()
             .enable_time()
@@ -305,7 +309,7 @@ where
     let _membership = membership(ctx, &row, &clients.lbs, &targets, weighted);
     let end = row.plan.end;
     let client_0 = || clients.lbs[0].handle().route_plan();
-    let plan_seen = fleet::plans(sc, client_0, row.plan.start, end).await;
+    let plan_seen = plans(sc, client_0, row.plan.start, end).await;
     tokio::time::sleep_until(end).await;
     let stats = balancers::end_stats(&clients.lbs, sc.backends.len());
     traffic.finish().await;
@@ -368,7 +372,7 @@ fn add_end<P: Pick<LabRequest>>(
     report.not_replayable = retries
         .as_ref()
         .map(|ls| ls.iter().map(|l| l.stats().not_replayable()).sum());
-    report.membership = membership::stats(sc, report);
+    report.membership = membership_stats::stats(sc, report);
     report.probes = clients.probe_counts();
     report.ejections = sc
         .resilience
@@ -378,6 +382,36 @@ fn add_end<P: Pick<LabRequest>>(
     report.breaker_opens = sc.resilience.breaker.is_some().then(|| stats.opens.clone());
     report.route = ctx.variant.map(|v| v.as_str().to_string());
     if sc.fleet.is_some() {
-        report.fleet = Some(fleet::stats(sc, &stats.picks, report, plan_seen));
+        report.fleet = Some(fleet_stats::stats(sc, &stats.picks, report, plan_seen));
     }
+}
+
+/// With `[fleet]`, client 0's route plan (`plan` reads it) at the end of
+/// each second from `start` to `end` (its priority phases); empty without,
+/// and `plan` is then never called.
+pub async fn plans(
+    sc: &Scenario,
+    plan: impl Fn() -> RoutePlan,
+    start: Instant,
+    end: Instant,
+) -> Vec<(Vec<u32>, String)> {
+    let mut plan_seen = Vec::new();
+    if sc.fleet.is_some() {
+        let second = Duration::from_secs(1);
+        let mut tick = tokio::time::interval_at(start + second, second);
+        while tick.tick().await <= end {
+            plan_seen.push(sample(&plan()));
+        }
+    }
+    plan_seen
+}
+
+/// One sample of client 0's plan: the load of each level.
+pub fn sample(plan: &RoutePlan) -> (Vec<u32>, String) {
+    let loads = plan.levels.iter().map(|l| l.load).collect();
+    let healthy = plan
+        .levels
+        .first()
+        .map_or_else(String::new, |l| format!("{}/{}", l.healthy, l.total));
+    (loads, healthy)
 }

@@ -25,11 +25,8 @@ pub mod discover;
 pub mod driver;
 pub mod endpoint;
 pub mod error;
-pub mod fleet;
 pub mod membership;
 pub mod oracle;
-pub mod outcome;
-pub mod output;
 pub mod peers;
 pub mod record;
 pub mod replica;
@@ -38,17 +35,13 @@ pub mod resource;
 pub mod rivals;
 pub mod scenario;
 pub mod server;
-pub mod svg;
-pub mod sweep;
-pub mod table;
-pub mod timed;
 pub mod timer;
 pub mod traffic;
 pub mod users;
 
 use args::{Args, USAGE};
 use error::LabError;
-use report::Report;
+use report::{Report, output, sweep};
 use scenario::Scenario;
 
 /// Runs the lab with these arguments (without the program name): prints

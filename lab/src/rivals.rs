@@ -33,6 +33,7 @@ use super::endpoint::{Endpoint, Parts, Target, targets};
 use super::error::LabError;
 use super::membership;
 use super::report::PickerReport;
+use super::report::membership_stats;
 use super::scenario::Rival;
 use super::scenario::membership::initial;
 use super::scenario::random::{Rng, sub_seed};
@@ -115,7 +116,7 @@ pub async fn run(
     let mut report = row.rec.finish(rival.as_str(), false, in_flight, false);
     row.add_utilization(&mut report);
     report.rival = Some(what(rival));
-    report.membership = membership::stats(sc, &report);
+    report.membership = membership_stats::stats(sc, &report);
     Ok(Ok(report))
 }
 

@@ -138,11 +138,11 @@ impl Row {
         let mean = u.iter().sum::<f64>() / u.len().max(1) as f64;
         let max = u.iter().copied().fold(0.0, f64::max);
         r.util_max_mean = if mean > 0.0 {
-            super::record::round(max / mean, 3)
+            super::report::round(max / mean, 3)
         } else {
             0.0
         };
-        r.utilization = u.iter().map(|x| super::record::round(*x, 4)).collect();
+        r.utilization = u.iter().map(|x| super::report::round(*x, 4)).collect();
     }
 }
 

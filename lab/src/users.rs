@@ -13,11 +13,11 @@ use tokio::time::Instant;
 use tower::{Service, ServiceExt};
 
 use super::endpoint::{LabRequest, STREAM_HEADER};
-use super::outcome::Outcome;
+use super::record::outcome::Outcome;
+use super::record::timed;
 use super::record::{Answer, Recorder};
 use super::scenario::random::{Rng, sub_seed};
 use super::scenario::{ClientIps, Connections, OpenLoop, Scenario, Stage};
-use super::timed;
 
 /// The shared plan of the traffic: closed-loop users, or open-loop
 /// arrivals.

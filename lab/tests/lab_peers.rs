@@ -503,7 +503,7 @@ fn every_peer_row_reaches_every_backend_and_its_shares_sum_to_one() {
         "{}",
         runs[2]
     );
-    let svg = lab::svg::chart(&r, false);
+    let svg = lab::report::svg::chart(&r, false);
     assert_eq!(svg.matches(r#"class="latency-bar""#).count(), r.runs.len());
     assert_eq!(svg.matches(" (peer)</text>").count(), 2 * expected.len());
 }

@@ -5,12 +5,12 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::args::Args;
-use super::capacity::CapacityReport;
-use super::error::LabError;
-use super::report::Report;
-use super::scenario::Scenario;
+use super::Report;
+use super::capacity_curves::CapacityReport;
 use super::{svg, sweep};
+use crate::args::Args;
+use crate::error::LabError;
+use crate::scenario::Scenario;
 
 /// Writes the report page and the JSON (with its chart) as `a` asks, and
 /// says where on stderr unless `--quiet`.

@@ -1,10 +1,25 @@
-//! The results: the terminal table and the JSON document (schema in the
-//! docs/lab.md, `tower-lb-lab/2`).
+//! Reporting: what a run found, as the reader sees it. [`Report`] is the
+//! JSON document (schema in docs/lab.md, `tower-lb-lab/2`); the rest
+//! renders it: the terminal table ([`table`]), the charts ([`svg`]), a
+//! sweep's summary ([`sweep`]), the report page and the files written
+//! ([`output`]), and the sections some scenarios add (fleet, membership,
+//! affinity, a capacity search's curves).
+
+pub mod affinity;
+pub mod capacity_curves;
+pub mod fleet_stats;
+pub mod membership_stats;
+pub mod output;
+pub mod svg;
+pub mod sweep;
+pub mod table;
 
 use serde::Serialize;
 
-use super::fleet::FleetStats;
-use super::scenario::Scenario;
+use self::affinity::Affinity;
+use self::fleet_stats::FleetStats;
+use self::membership_stats::Membership;
+use crate::scenario::Scenario;
 
 /// The JSON schema identifier; bump it when a field changes meaning (2:
 /// `errors` counts 4xx answers too, and `errors_by` splits them).
@@ -147,10 +162,10 @@ pub struct PickerReport {
     pub fleet: Option<FleetStats>,
     /// Throughput per replica count and time to share of each join
     /// (`null` when no backend joins or leaves).
-    pub membership: Option<super::membership::Membership>,
+    pub membership: Option<Membership>,
     /// With `[load] connections`: how many backends each user reached
     /// (`null` otherwise).
-    pub affinity: Option<super::connections::Affinity>,
+    pub affinity: Option<Affinity>,
 }
 
 /// What a peer row ran.
@@ -253,8 +268,8 @@ impl Report {
             target_utilization: None,
             hash_key: match sc.load.connections {
                 None => "x-forwarded-for",
-                Some(super::scenario::Connections::PerUser) => "connection per_user",
-                Some(super::scenario::Connections::PerRequest) => "connection per_request",
+                Some(crate::scenario::Connections::PerUser) => "connection per_user",
+                Some(crate::scenario::Connections::PerRequest) => "connection per_request",
             },
             backends: sc
                 .backends
@@ -300,4 +315,10 @@ impl Report {
             None => name,
         }
     }
+}
+
+/// Rounds to `digits` decimals (keeps the JSON short and readable).
+pub fn round(x: f64, digits: i32) -> f64 {
+    let f = 10f64.powi(digits);
+    (x * f).round() / f
 }

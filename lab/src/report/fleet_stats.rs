@@ -3,15 +3,11 @@
 //! for the table, the JSON and the chart.
 
 use std::fmt::Write as _;
-use std::time::Duration;
 
 use serde::Serialize;
-use tokio::time::Instant;
-use tower_lb::route::RoutePlan;
 
-use super::record::round;
-use super::report::{PickerReport, Report};
-use super::scenario::Scenario;
+use super::{PickerReport, Report, round};
+use crate::scenario::Scenario;
 
 /// The route step's numbers for one row (JSON `runs[].fleet`).
 #[derive(Debug, Clone, Serialize)]
@@ -50,36 +46,6 @@ pub struct Phase {
     pub planned: Vec<u32>,
     /// The measured share of picks of each level, percent.
     pub measured: Vec<f64>,
-}
-
-/// With `[fleet]`, client 0's route plan (`plan` reads it) at the end of
-/// each second from `start` to `end` (its priority phases); empty without,
-/// and `plan` is then never called.
-pub async fn plans(
-    sc: &Scenario,
-    plan: impl Fn() -> RoutePlan,
-    start: Instant,
-    end: Instant,
-) -> Vec<(Vec<u32>, String)> {
-    let mut plan_seen = Vec::new();
-    if sc.fleet.is_some() {
-        let second = Duration::from_secs(1);
-        let mut tick = tokio::time::interval_at(start + second, second);
-        while tick.tick().await <= end {
-            plan_seen.push(sample(&plan()));
-        }
-    }
-    plan_seen
-}
-
-/// One sample of client 0's plan: the load of each level.
-pub fn sample(plan: &RoutePlan) -> (Vec<u32>, String) {
-    let loads = plan.levels.iter().map(|l| l.load).collect();
-    let healthy = plan
-        .levels
-        .first()
-        .map_or_else(String::new, |l| format!("{}/{}", l.healthy, l.total));
-    (loads, healthy)
 }
 
 /// The fleet numbers of a finished run: `picks[c][b]` is client `c`'s
