@@ -15,29 +15,14 @@
 //! the peers and the JSON schema.
 
 pub mod args;
-pub mod arrivals;
-pub mod backend;
-pub mod balancers;
-pub mod body;
-pub mod capacity;
-pub mod connections;
-pub mod discover;
 pub mod driver;
-pub mod endpoint;
 pub mod error;
-pub mod membership;
-pub mod oracle;
 pub mod peers;
 pub mod record;
-pub mod replica;
 pub mod report;
-pub mod resource;
 pub mod rivals;
+pub mod run;
 pub mod scenario;
-pub mod server;
-pub mod timer;
-pub mod traffic;
-pub mod users;
 
 use args::{Args, USAGE};
 use error::LabError;
@@ -63,7 +48,7 @@ pub fn cli(args: &[String]) -> Result<Vec<Report>, LabError> {
                 "--find-capacity: steps the load itself; leave out --utilization",
             ));
         }
-        let found = capacity::find(&sc, &a.opts)?;
+        let found = driver::find_capacity::find(&sc, &a.opts)?;
         println!("{}", found.table());
         output::write_capacity(&sc, &a, &found)?;
         return Ok(Vec::new());

@@ -958,7 +958,7 @@ fn routed<'a>(r: &'a Report, picker: &str, route: &str) -> &'a PickerReport {
         .unwrap_or_else(|| panic!("{picker} [{route}] did not run: {:?}", r.notes))
 }
 
-fn fleet_of(x: &PickerReport) -> &lab::report::fleet_stats::FleetStats {
+fn fleet_of(x: &PickerReport) -> &lab::report::FleetStats {
     x.fleet
         .as_ref()
         .expect("a [fleet] scenario reports fleet numbers")

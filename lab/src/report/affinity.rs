@@ -4,21 +4,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::Serialize;
-
-use super::round;
-
-/// How the users' requests spread over the backends (JSON
-/// `runs[].affinity`; with `[load] connections` only).
-#[derive(Debug, Clone, Serialize)]
-pub struct Affinity {
-    /// Users who sent a measured request.
-    pub users: usize,
-    /// Distinct backends a user's requests reached, mean over users.
-    pub backends_per_user: f64,
-    /// Share of users whose requests all reached one backend.
-    pub one_backend: f64,
-}
+use super::document::round;
+use super::sections::Affinity;
 
 /// The affinity of `seen` (user → the backends their attempts reached).
 pub fn affinity(seen: &BTreeMap<u32, BTreeSet<usize>>) -> Affinity {

@@ -1,5 +1,5 @@
 //! The result of `--find-capacity` (the search is
-//! [`crate::capacity::find`]): per picker, the highest load that held the
+//! [`crate::driver::find_capacity::find`]): per picker, the highest load that held the
 //! scenario's target and every step run, as the terminal table, the JSON
 //! (schema [`SCHEMA`]) and the chart of p99 against load.
 
@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::{round, sweep};
+use super::document::round;
+use super::sweep;
 
 /// The JSON schema of a capacity search.
 pub const SCHEMA: &str = "tower-lb-lab-capacity/1";

@@ -1,7 +1,7 @@
 //! What the table shows of scale-out: throughput per replica count, and
 //! how long each picker takes to give a new replica its share (JSON
 //! `runs[].membership`). The joins and leaves themselves are applied by
-//! [`crate::membership`].
+//! [`crate::run::joins`].
 //!
 //! **Time to share.** For a replica that joins at `t` (measured time), the
 //! first whole second `[k, k+1)` of the timeline with `k ≥ t` in which its
@@ -13,53 +13,13 @@
 
 use std::fmt::Write as _;
 
-use serde::Serialize;
-
-use super::{PickerReport, Report, round};
+use super::document::{PickerReport, Report, round};
+use super::sections::{Join, Membership, MembershipPhase};
 use crate::scenario::Scenario;
 use crate::scenario::membership::{Change, changes, initial};
 
 /// The share of its fair share a new replica must reach.
 pub const SHARE_REACHED: f64 = 0.8;
-
-/// Throughput and time to share of a row (JSON `runs[].membership`).
-#[derive(Debug, Clone, Serialize)]
-pub struct Membership {
-    /// The stretches between membership changes.
-    pub phases: Vec<Phase>,
-    /// Each replica that joined within the measured window.
-    pub joins: Vec<Join>,
-}
-
-/// A stretch of the measured window with the same members.
-#[derive(Debug, Clone, Serialize)]
-pub struct Phase {
-    /// First whole second (measured time).
-    pub from_s: u64,
-    /// One past the last whole second.
-    pub to_s: u64,
-    /// Replicas in the balancers.
-    pub replicas: usize,
-    /// Requests completed per second over the phase's whole seconds.
-    pub rps: f64,
-    /// Of which successful.
-    pub ok_rps: f64,
-}
-
-/// A replica that joined.
-#[derive(Debug, Clone, Serialize)]
-pub struct Join {
-    /// Its name.
-    pub backend: String,
-    /// When it joined, seconds of measured time.
-    pub at_s: f64,
-    /// Its fair share of the picks once in.
-    pub fair_share: f64,
-    /// Seconds from the join to the end of the first second in which its
-    /// share reached 80% of `fair_share`; `null`: never before the next
-    /// change.
-    pub time_to_share_s: Option<f64>,
-}
 
 /// The row's membership numbers; `None` when nothing joins or leaves.
 pub fn stats(sc: &Scenario, r: &PickerReport) -> Option<Membership> {
@@ -128,7 +88,7 @@ pub fn stats(sc: &Scenario, r: &PickerReport) -> Option<Membership> {
                 let n: u64 = secs.iter().map(|s| s.requests).sum();
                 let errors: u64 = secs.iter().map(|s| s.errors).sum();
                 let per_s = |x: u64| round(x as f64 / (to - from) as f64, 2);
-                Phase {
+                MembershipPhase {
                     from_s: from,
                     to_s: to,
                     replicas: set.iter().filter(|m| **m).count(),

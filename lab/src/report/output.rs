@@ -5,8 +5,8 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::Report;
 use super::capacity_curves::CapacityReport;
+use super::document::Report;
 use super::{svg, sweep};
 use crate::args::Args;
 use crate::error::LabError;

@@ -8,7 +8,7 @@
 
 use std::fmt::Write as _;
 
-use super::{MAX_LISTED, Report, Second};
+use super::document::{MAX_LISTED, Report, Second};
 
 const PALETTE: &[&str] = &[
     "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",

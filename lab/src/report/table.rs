@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::{MAX_LISTED, PickerReport, Report};
+use super::document::{MAX_LISTED, PickerReport, Report};
 
 /// Rows printed as they finish: the heading and the column header first,
 /// then one line per row, then [`Report::table_tail`]. A run of a dozen

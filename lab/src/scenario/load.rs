@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{BackendSpec, Dur};
+use super::backend::BackendSpec;
+use super::units::Dur;
 
 /// `[load]`.
 #[derive(Debug, Clone, Deserialize)]

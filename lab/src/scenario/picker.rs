@@ -15,7 +15,7 @@ pub enum PickerName {
     Crate(&'static str),
     /// The lab's oracle (sim mode only).
     Oracle,
-    /// Another crate's balancer ([`super::super::rivals`]).
+    /// Another crate's balancer ([`crate::rivals`]).
     Rival(Rival),
 }
 

@@ -1,7 +1,10 @@
 //! The rows a scenario runs: each picker once per tracking mode, route-step
 //! variant and adaptive-limits setting.
 
-use super::{PickerName, Scenario, Tracking, Variant};
+use super::Scenario;
+use super::fleet::Variant;
+use super::picker::PickerName;
+use super::streams::Tracking;
 
 /// One row: picker, tracking mode, route-step variant (`[fleet]`),
 /// whether adaptive limits are on, and whether slow start is.

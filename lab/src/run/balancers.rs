@@ -16,14 +16,14 @@ use tower_lb::pick::Pick;
 use tower_lb::probe::{self, Probes};
 use tower_lb::retry::RetryLayer;
 
-use super::driver::Ctx;
-use super::endpoint::{Endpoint, LabRequest, Parts, Target};
-use super::error::LabError;
-use super::record::Recorder;
-use super::report::ProbeReport;
-use super::scenario::random::sub_seed;
-use super::scenario::{RetrySpec, membership};
-use super::traffic::{Progress, Row, Traffic};
+use super::endpoint::{Endpoint, Parts, Target};
+use super::message::LabRequest;
+use super::row::{Ctx, Progress, Row, Traffic};
+use crate::error::LabError;
+use crate::record::Recorder;
+use crate::report::ProbeReport;
+use crate::scenario::random::sub_seed;
+use crate::scenario::{RetrySpec, membership};
 
 /// The client balancers of one row.
 pub type Lb<P> = Balance<usize, Endpoint, P, Classifier>;

@@ -9,11 +9,11 @@
 
 use std::time::Duration;
 
-use super::driver::{Options, run_scenario};
-use super::error::LabError;
-use super::report::capacity_curves::{CapacityReport, Curve, Point, SCHEMA};
-use super::report::round;
-use super::scenario::{Capacity, PickerName, Scenario};
+use crate::driver::{Options, run_scenario};
+use crate::error::LabError;
+use crate::report::capacity_curves::{CapacityReport, Curve, Point, SCHEMA};
+use crate::report::round;
+use crate::scenario::{Capacity, PickerName, Scenario};
 
 /// The longest a search may run, all pickers' steps at the scenario's
 /// duration (simulated time in `--sim`).

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::time::Sleep;
 
-use super::backend::Hold;
+use super::model::Hold;
 
 /// A lab response body.
 #[derive(Debug)]

@@ -1,5 +1,5 @@
 //! The per-endpoint service the balancer drives: in `--sim` a direct call
-//! into the backend's server stack ([`super::replica`]), in http mode a
+//! into the backend's server stack ([`crate::run::replica`]), in http mode a
 //! hyper-util client request whose URI authority is rewritten to the
 //! endpoint's address.
 
@@ -17,55 +17,21 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use tower::{Service, ServiceExt};
 
-use super::backend::Backend;
-use super::body::LabBody;
-use super::connections::User;
-use super::error::LabError;
-use super::record::Recorder;
+use super::message::{EndpointError, LabRequest, LabResponse, stream_hold};
+use super::replica::body::LabBody;
+use super::replica::model::Backend;
 use super::replica::{self, Served};
 use super::server::{self, Servers};
-
-/// What a virtual user sends.
-pub type LabRequest = http::Request<Full<Bytes>>;
-/// What it gets back (the user reads the body to its end).
-pub type LabResponse = http::Response<LabBody>;
+use super::traffic::connections::User;
+use crate::error::LabError;
+use crate::record::Recorder;
 
 /// A probe's round trip in `--sim` (`../shared/sim/openloop.py`'s 1 ms;
 /// over HTTP the loopback's own).
 pub const SIM_PROBE_RTT: Duration = Duration::from_millis(1);
 
-/// The request header that makes a request a stream: its value is how long
-/// the body streams, in milliseconds.
-pub const STREAM_HEADER: &str = "x-lab-stream";
-
-/// How long a request's body streams, if it is a stream.
-pub fn stream_hold(req: &http::Request<impl Sized>) -> Option<Duration> {
-    let ms: u64 = req
-        .headers()
-        .get(STREAM_HEADER)?
-        .to_str()
-        .ok()?
-        .parse()
-        .ok()?;
-    Some(Duration::from_millis(ms))
-}
 /// The hyper-util client used in http mode.
 pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
-
-/// A request that got no HTTP answer.
-#[derive(Debug, Clone)]
-pub struct EndpointError(pub String);
-
-impl std::fmt::Display for EndpointError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for EndpointError {}
-
-/// The lab's errors say nothing more than "failed" to the HTTP classifier.
-impl tower_lb::http::ClassifyError for EndpointError {}
 
 /// Where an endpoint's requests go.
 // It lives behind `Endpoint`'s `Arc`; a hyper-util client with HTTP/2 on

@@ -12,13 +12,15 @@
 //!   predicted completion cost, with per-endpoint pacing.
 //!
 //! Both learn of their endpoints from a channel-backed `Discover` stream
-//! ([`super::discover`]), so replicas that join and leave (`join`,
+//! ([`discover`]), so replicas that join and leave (`join`,
 //! `leave`) reach them as a discovery source's changes would.
 //!
 //! They run bare: tower-lb's layers (`[resilience]`: retries, breakers,
 //! ejection) are tower-lb's, and the route step's variants (`[fleet]`) too.
 //! Their in-flight column is what the backends hold at the row's end, and
 //! they have no selection time (the pick happens in the buffer's task).
+
+pub mod discover;
 
 use std::time::Duration;
 
@@ -27,18 +29,16 @@ use tower::buffer::Buffer;
 use tower::discover::Change;
 use tower::load::{CompleteOnResponse, PeakEwma};
 
-use super::discover;
-use super::driver::Ctx;
-use super::endpoint::{Endpoint, Parts, Target, targets};
-use super::error::LabError;
-use super::membership;
-use super::report::PickerReport;
-use super::report::membership_stats;
-use super::scenario::Rival;
-use super::scenario::membership::initial;
-use super::scenario::random::{Rng, sub_seed};
-use super::server::AbortOnDrop;
-use super::traffic::Row;
+use crate::error::LabError;
+use crate::report::PickerReport;
+use crate::report::membership_stats;
+use crate::run::endpoint::{Endpoint, Parts, Target, targets};
+use crate::run::joins;
+use crate::run::row::{Ctx, Row};
+use crate::run::server::AbortOnDrop;
+use crate::scenario::Rival;
+use crate::scenario::membership::initial;
+use crate::scenario::random::{Rng, sub_seed};
 
 /// tower's PeakEwma default RTT in the lab (linkerd2-proxy's).
 pub const TOWER_DEFAULT_RTT: Duration = Duration::from_millis(30);
@@ -141,7 +141,7 @@ fn discovery<W: Send + 'static>(
         senders.push(tx);
         streams.push(d);
     }
-    let actions = membership::actions(
+    let actions = joins::actions(
         sc,
         sc.load.clients,
         |c, i| {
@@ -158,7 +158,7 @@ fn discovery<W: Send + 'static>(
             })
         },
     );
-    (streams, membership::drive(row.plan.start, actions))
+    (streams, joins::drive(row.plan.start, actions))
 }
 
 /// Client `c`'s endpoint for backend `i`.

@@ -1,7 +1,7 @@
 //! The traffic's plan, the requests it sends, the closed-loop virtual users
 //! and the progress line: the same users drive a tower-lb balancer (a
 //! picker's row), a rival balancer, or a plain client pointed at a proxy (a
-//! peer's row). Open-loop arrivals are in [`super::arrivals`].
+//! peer's row). Open-loop arrivals are in [`crate::run::traffic::arrivals`].
 
 use std::io::Write as _;
 use std::sync::Arc;
@@ -12,12 +12,12 @@ use http_body_util::{BodyExt, Full};
 use tokio::time::Instant;
 use tower::{Service, ServiceExt};
 
-use super::endpoint::{LabRequest, STREAM_HEADER};
-use super::record::outcome::Outcome;
-use super::record::timed;
-use super::record::{Answer, Recorder};
-use super::scenario::random::{Rng, sub_seed};
-use super::scenario::{ClientIps, Connections, OpenLoop, Scenario, Stage};
+use crate::record::outcome::Outcome;
+use crate::record::timed;
+use crate::record::{Answer, Recorder};
+use crate::run::message::{LabRequest, STREAM_HEADER};
+use crate::scenario::random::{Rng, sub_seed};
+use crate::scenario::{ClientIps, Connections, OpenLoop, Scenario, Stage};
 
 /// The shared plan of the traffic: closed-loop users, or open-loop
 /// arrivals.
@@ -77,7 +77,7 @@ impl Plan {
         }
     }
 
-    /// In `--sim` (see [`super::arrivals`]).
+    /// In `--sim` (see [`crate::run::traffic::arrivals`]).
     pub fn simulated(mut self, sim: bool) -> Self {
         self.sim = sim;
         self

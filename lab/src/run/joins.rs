@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::scenario::Scenario;
-use super::scenario::membership::changes;
 use super::server::AbortOnDrop;
+use crate::scenario::Scenario;
+use crate::scenario::membership::changes;
 
 /// Something done to the balancers at a change.
 pub type Action = Box<dyn FnOnce() + Send>;

@@ -19,9 +19,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use tower_lb::http::{Connection, ConnectionAddrs, ForwardedFor};
 use tower_lb::pick::RequestKey;
 
-use super::endpoint::LabRequest;
-use super::scenario::Connections;
-use super::scenario::random::Rng;
+use crate::run::message::LabRequest;
+use crate::scenario::Connections;
+use crate::scenario::random::Rng;
 
 /// The gateway's end of every connection.
 pub const GATEWAY: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 8080);
