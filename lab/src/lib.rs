@@ -17,6 +17,7 @@
 pub mod args;
 pub mod driver;
 pub mod error;
+pub mod output;
 pub mod peers;
 pub mod record;
 pub mod report;
@@ -26,7 +27,7 @@ pub mod scenario;
 
 use args::{Args, USAGE};
 use error::LabError;
-use report::{Report, output, sweep};
+use report::{Report, sweep};
 use scenario::Scenario;
 
 /// Runs the lab with these arguments (without the program name): prints

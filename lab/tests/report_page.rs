@@ -98,7 +98,7 @@ fn sweep_page() -> String {
             run_scenario(&sc, &opts).expect("scenario runs")
         })
         .collect();
-    lab::report::output::html(&sc, &reports)
+    lab::output::html(&sc, &reports)
 }
 
 #[test]

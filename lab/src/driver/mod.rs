@@ -1,7 +1,11 @@
-//! Runs a scenario: per picker, fresh backends, `clients` balancers sharing
-//! them, and closed-loop users or open-loop arrivals. The same code drives `--sim`
-//! (tokio's paused clock, in-process backends) and http mode (hyper servers
-//! on loopback, a hyper-util client).
+//! Runs a scenario: its rows in table order, each on fresh backends with
+//! `clients` balancers sharing them, and closed-loop users or open-loop
+//! arrivals. tower-lb's rows (and the oracle's) are [`pickers`]'s, the
+//! rivals' [`crate::rivals`]'s, the proxies' [`crate::peers`]'s; the
+//! capacity search, which runs the scenario again and again, is
+//! [`find_capacity`]'s. The same code drives `--sim` (tokio's paused
+//! clock, in-process backends) and http mode (hyper servers on loopback, a
+//! hyper-util client).
 
 pub mod find_capacity;
 pub mod pickers;

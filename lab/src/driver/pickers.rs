@@ -96,8 +96,8 @@ fn joins<P: Pick<LabRequest>>(
     )
 }
 
-/// Adds to `report` what the row's balancers, retry layers and probes know
-/// at its end: retries, membership, probes, ejections, breaker openings,
+/// Adds to `report` what the row's balancers, retry layers and load probes know
+/// at its end: retries, membership, load probes, ejections, breaker openings,
 /// route variant and, with `[fleet]`, the fleet's figures.
 fn add_end<P: Pick<LabRequest>>(
     ctx: &Ctx<'_>,
@@ -115,7 +115,7 @@ fn add_end<P: Pick<LabRequest>>(
         .as_ref()
         .map(|ls| ls.iter().map(|l| l.stats().not_replayable()).sum());
     report.membership = membership_stats::stats(sc, report);
-    report.probes = clients.probe_counts();
+    report.probes = clients.load_probe_counts();
     report.ejections = sc
         .resilience
         .outlier

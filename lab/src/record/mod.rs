@@ -1,5 +1,7 @@
-//! Collects one picker's run: every latency, per-second buckets, picks per
-//! backend and the time spent in `Balance::call`.
+//! Recording: collects one row's run, every latency, per-second buckets,
+//! picks per backend and the time spent in `Balance::call` ([`Recorder`]),
+//! with each request's [`outcome`] and the picker's part of the call
+//! ([`timed`]).
 
 pub mod outcome;
 pub mod timed;
@@ -17,7 +19,7 @@ use crate::report::{Latency, OpenStats, PickerReport, Second, round};
 
 /// How one request went.
 #[derive(Debug, Clone, Copy)]
-pub struct Answer {
+pub struct Sample {
     /// Its status, or why it has none; a success is an answer below 400
     /// whose body was read to its end.
     pub outcome: Outcome,
@@ -134,7 +136,7 @@ impl Recorder {
     /// A request answered after `latency`, counted in the second of `at`
     /// (closed loop: when it was answered; open loop: when it was meant to
     /// be sent).
-    pub fn complete(&self, at: Instant, latency: Duration, a: Answer) {
+    pub fn complete(&self, at: Instant, latency: Duration, a: Sample) {
         let Some(b) = self.bucket(at) else {
             return;
         };

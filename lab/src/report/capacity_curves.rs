@@ -1,7 +1,7 @@
 //! The result of `--find-capacity` (the search is
-//! [`crate::driver::find_capacity::find`]): per picker, the highest load that held the
-//! scenario's target and every step run, as the terminal table, the JSON
-//! (schema [`SCHEMA`]) and the chart of p99 against load.
+//! [`crate::driver::find_capacity`]'s): per picker, the highest load that
+//! held the scenario's target and every step run, as the terminal table,
+//! the JSON (schema [`SCHEMA`]) and the chart of p99 against load.
 
 use std::fmt::Write as _;
 

@@ -105,9 +105,9 @@ pub struct PickerReport {
     /// Times each backend's circuit breaker opened, summed over the
     /// clients' balancers (`null` without `[resilience.breaker]`).
     pub breaker_opens: Option<Vec<u64>>,
-    /// A probing picker's probes, summed over the clients' balancers
+    /// A probing picker's load probes, summed over the clients' balancers
     /// (`null` for the others).
-    pub probes: Option<ProbeReport>,
+    pub probes: Option<LoadProbeReport>,
     /// Mean wall-clock time of selection (the picker's `pick`, as the
     /// study's "algorithm duration"), in ns; `null` in `--sim` so that the
     /// JSON is exactly reproducible.
@@ -188,10 +188,10 @@ pub struct Latency {
     pub max: f64,
 }
 
-/// A probing picker's probes over a row (`tower_lb::pick::prequal::ProbeCounts`).
+/// A probing picker's load probes over a row (`tower_lb::pick::prequal::ProbeCounts`).
 #[derive(Debug, Clone, Copy, Default, Serialize)]
-pub struct ProbeReport {
-    /// Probes sent.
+pub struct LoadProbeReport {
+    /// Load probes sent.
     pub sent: u64,
     /// Answered with a usable report.
     pub answered: u64,

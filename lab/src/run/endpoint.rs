@@ -1,5 +1,5 @@
 //! The per-endpoint service the balancer drives: in `--sim` a direct call
-//! into the backend's server stack ([`crate::run::replica`]), in http mode a
+//! into the backend's server stack ([`super::replica`]), in http mode a
 //! hyper-util client request whose URI authority is rewritten to the
 //! endpoint's address.
 
@@ -26,9 +26,9 @@ use super::traffic::connections::User;
 use crate::error::LabError;
 use crate::record::Recorder;
 
-/// A probe's round trip in `--sim` (`../shared/sim/openloop.py`'s 1 ms;
-/// over HTTP the loopback's own).
-pub const SIM_PROBE_RTT: Duration = Duration::from_millis(1);
+/// A load probe's round trip in `--sim` (the open-loop model's 1 ms, as
+/// in Prequal's simulation; over HTTP the loopback's own).
+pub const SIM_LOAD_PROBE_RTT: Duration = Duration::from_millis(1);
 
 /// The hyper-util client used in http mode.
 pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
@@ -89,9 +89,9 @@ impl Service<LabRequest> for Endpoint {
 
     fn call(&mut self, mut req: LabRequest) -> BoxFuture {
         let parts = &*self.0;
-        // A probe is not a pick: the table counts requests.
-        let probe = req.headers().contains_key(tower_lb::server::PROBE_HEADER);
-        if !probe {
+        // A load probe is not a pick: the table counts requests.
+        let load_probe = req.headers().contains_key(tower_lb::server::PROBE_HEADER);
+        if !load_probe {
             parts.rec.pick(parts.idx);
             if let Some(&User(u)) = req.extensions().get::<User>() {
                 parts.rec.reached(u, parts.idx);
@@ -102,10 +102,10 @@ impl Service<LabRequest> for Endpoint {
             Target::Sim(served) => Box::pin(async move {
                 let out = served.oneshot(req).await;
                 // The network's share, after the answer: the scenario's
-                // overhead, and for a probe at least the open-loop model's
-                // round trip.
-                let wait = if probe {
-                    overhead.max(SIM_PROBE_RTT)
+                // overhead, and for a load probe at least the open-loop
+                // model's round trip.
+                let wait = if load_probe {
+                    overhead.max(SIM_LOAD_PROBE_RTT)
                 } else {
                     overhead
                 };

@@ -1,7 +1,7 @@
-//! One row's setting and its traffic: fresh backends (with the scenario's
-//! slowdown schedule), the recorder, the plan, and the users or arrivals
-//! that drive whatever sits in front of the backends (tower-lb balancers,
-//! a rival balancer, a proxy).
+//! One row: what it runs with ([`Ctx`]), its fresh backends (with the
+//! scenario's slowdown schedule), the recorder and the plan ([`Row`]), and
+//! the users or arrivals that drive whatever sits in front of the backends
+//! (tower-lb balancers, a rival balancer, a proxy: [`Traffic`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +17,7 @@ use super::replica::slots;
 use super::traffic::arrivals::open_loop;
 use super::traffic::users::{self, Plan, user};
 use crate::record::Recorder;
-use crate::report::PickerReport;
+use crate::report::{PickerReport, round};
 use crate::scenario::random::sub_seed;
 use crate::scenario::{OpenLoop, Scenario, Tracking, Variant, schedules};
 
@@ -181,11 +181,11 @@ impl Row {
         let mean = u.iter().sum::<f64>() / u.len().max(1) as f64;
         let max = u.iter().copied().fold(0.0, f64::max);
         r.util_max_mean = if mean > 0.0 {
-            crate::report::round(max / mean, 3)
+            round(max / mean, 3)
         } else {
             0.0
         };
-        r.utilization = u.iter().map(|x| crate::report::round(*x, 4)).collect();
+        r.utilization = u.iter().map(|x| round(*x, 4)).collect();
     }
 }
 

@@ -1,7 +1,8 @@
-//! http mode: one hyper 1 server per backend on 127.0.0.1 (ephemeral port),
-//! answering from the backend's server stack ([`crate::run::replica`]). Every
-//! answer names its backend in [`BACKEND_HEADER`](super::message::BACKEND_HEADER), so that rows through a
-//! proxy can attribute it.
+//! http mode: one hyper 1 server per backend on 127.0.0.1 (ephemeral
+//! port), answering from the backend's server stack ([`super::replica`]).
+//! Every answer names its backend in
+//! [`BACKEND_HEADER`](super::message::BACKEND_HEADER), so that rows
+//! through a proxy can attribute it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -27,7 +27,7 @@ pub enum LabBody {
     Http(Incoming),
 }
 
-/// An empty body: what a probe's answer carries.
+/// An empty body: what a load probe's answer carries.
 impl Default for LabBody {
     fn default() -> Self {
         LabBody::Done

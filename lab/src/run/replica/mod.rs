@@ -1,7 +1,7 @@
 //! A backend as its server runs it: the backend model as a tower service,
 //! behind tower-lb's server layer ([`tower_lb::server::ServerLoad`]), which
 //! counts its requests in flight, reports its load (ORCA) when the
-//! scenario says `reports = true`, and answers probes. The same stack
+//! scenario says `reports = true`, and answers load probes. The same stack
 //! answers in-process calls (`--sim`) and HTTP requests (http mode).
 
 pub mod body;

@@ -1,7 +1,7 @@
 //! The traffic's plan, the requests it sends, the closed-loop virtual users
 //! and the progress line: the same users drive a tower-lb balancer (a
 //! picker's row), a rival balancer, or a plain client pointed at a proxy (a
-//! peer's row). Open-loop arrivals are in [`crate::run::traffic::arrivals`].
+//! peer's row). Open-loop arrivals are in [`super::arrivals`].
 
 use std::io::Write as _;
 use std::sync::Arc;
@@ -14,7 +14,7 @@ use tower::{Service, ServiceExt};
 
 use crate::record::outcome::Outcome;
 use crate::record::timed;
-use crate::record::{Answer, Recorder};
+use crate::record::{Recorder, Sample};
 use crate::run::message::{LabRequest, STREAM_HEADER};
 use crate::scenario::random::{Rng, sub_seed};
 use crate::scenario::{ClientIps, Connections, OpenLoop, Scenario, Stage};
@@ -77,7 +77,7 @@ impl Plan {
         }
     }
 
-    /// In `--sim` (see [`crate::run::traffic::arrivals`]).
+    /// In `--sim` (see [`super::arrivals`]).
     pub fn simulated(mut self, sim: bool) -> Self {
         self.sim = sim;
         self
@@ -170,7 +170,7 @@ where
 }
 
 /// Sends `req` through `svc` and reads the answer's body to its end.
-pub async fn send<L, B>(svc: &mut L, req: LabRequest) -> Answer
+pub async fn send<L, B>(svc: &mut L, req: LabRequest) -> Sample
 where
     L: Service<LabRequest, Response = http::Response<B>>,
     L::Error: std::fmt::Display,
@@ -197,14 +197,14 @@ where
                 }
                 Err(e) => (Outcome::of_error(&e.to_string()), Instant::now()),
             };
-            Answer {
+            Sample {
                 outcome,
                 call_ns,
                 select_ns,
                 done,
             }
         }
-        Err(e) => Answer {
+        Err(e) => Sample {
             outcome: Outcome::of_error(&e.to_string()),
             call_ns: 0,
             select_ns: 0,

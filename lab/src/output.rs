@@ -5,12 +5,11 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::capacity_curves::CapacityReport;
-use super::document::Report;
-use super::{svg, sweep};
-use crate::args::Args;
-use crate::error::LabError;
-use crate::scenario::Scenario;
+use super::args::Args;
+use super::error::LabError;
+use super::report::capacity_curves::CapacityReport;
+use super::report::{Report, svg, sweep};
+use super::scenario::Scenario;
 
 /// Writes the report page and the JSON (with its chart) as `a` asks, and
 /// says where on stderr unless `--quiet`.
