@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 
-use crate::driver::Options;
-use crate::error::LabError;
-use crate::scenario::{self, PickerName, proxy};
+use super::driver::Options;
+use super::error::LabError;
+use super::scenario::{self, PickerName, proxy};
 
 /// The scenario run when `--scenario` is absent.
 pub const DEFAULT_SCENARIO: &str = "steady-capacity";
