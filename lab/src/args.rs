@@ -4,8 +4,7 @@ use std::path::PathBuf;
 
 use super::driver::Options;
 use super::error::LabError;
-use super::peers;
-use super::scenario::{self, PickerName};
+use super::scenario::{self, PickerName, proxy};
 
 /// The scenario run when `--scenario` is absent.
 pub const DEFAULT_SCENARIO: &str = "steady-capacity";
@@ -123,7 +122,7 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, LabError> {
             "--peers" => {
                 let v = value(flag)?;
                 let list =
-                    peers::parse_list(&v).map_err(|e| LabError::input(format!("--peers: {e}")))?;
+                    proxy::parse_list(&v).map_err(|e| LabError::input(format!("--peers: {e}")))?;
                 a.opts.peers = Some(list);
             }
             other => {

@@ -15,41 +15,19 @@
 //! the peers and the JSON schema.
 
 pub mod args;
-pub mod arrivals;
-pub mod backend;
-pub mod balancers;
-pub mod body;
-pub mod capacity;
-pub mod connections;
-pub mod discover;
 pub mod driver;
-pub mod endpoint;
 pub mod error;
-pub mod fleet;
-pub mod membership;
-pub mod oracle;
-pub mod outcome;
 pub mod output;
 pub mod peers;
-pub mod random;
 pub mod record;
-pub mod replica;
 pub mod report;
-pub mod resource;
 pub mod rivals;
+pub mod run;
 pub mod scenario;
-pub mod server;
-pub mod svg;
-pub mod sweep;
-pub mod table;
-pub mod timed;
-pub mod timer;
-pub mod traffic;
-pub mod users;
 
 use args::{Args, USAGE};
 use error::LabError;
-use report::Report;
+use report::{Report, sweep};
 use scenario::Scenario;
 
 /// Runs the lab with these arguments (without the program name): prints
@@ -71,7 +49,7 @@ pub fn cli(args: &[String]) -> Result<Vec<Report>, LabError> {
                 "--find-capacity: steps the load itself; leave out --utilization",
             ));
         }
-        let found = capacity::find(&sc, &a.opts)?;
+        let found = driver::find_capacity::find(&sc, &a.opts)?;
         println!("{}", found.table());
         output::write_capacity(&sc, &a, &found)?;
         return Ok(Vec::new());

@@ -6,11 +6,10 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::args::Args;
-use super::capacity::CapacityReport;
 use super::error::LabError;
-use super::report::Report;
+use super::report::capacity_curves::CapacityReport;
+use super::report::{Report, svg, sweep};
 use super::scenario::Scenario;
-use super::{svg, sweep};
 
 /// Writes the report page and the JSON (with its chart) as `a` asks, and
 /// says where on stderr unless `--quiet`.

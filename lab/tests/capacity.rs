@@ -6,7 +6,7 @@ mod common;
 use common::{options, parse, refused};
 use tower_lb_lab as lab;
 
-use lab::capacity::find;
+use lab::driver::find_capacity::find;
 
 /// One replica of 10 workers at a fixed 10 ms: 1,000 requests/s. Arrivals
 /// a fixed gap apart (`uniform`) never queue up to 1,000/s (each finds a

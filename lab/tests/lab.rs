@@ -707,7 +707,7 @@ fn chart_is_well_formed_with_one_bar_and_one_series_per_row() {
     });
     r.runs.push(peer);
     let rows = r.runs.len();
-    let svg = lab::svg::chart(&r, true);
+    let svg = lab::report::svg::chart(&r, true);
     well_formed(&svg).unwrap_or_else(|e| panic!("{e}\n{svg}"));
     assert_eq!(count(&svg, r#"class="latency-bar""#), rows, "{svg}");
     assert_eq!(count(&svg, r#"class="share-row""#), rows, "{svg}");
@@ -719,7 +719,7 @@ fn chart_is_well_formed_with_one_bar_and_one_series_per_row() {
         assert_eq!(count(group, "<rect"), r.backends.len(), "{group}");
     }
     // Without events there is no timeline.
-    let steady = lab::svg::chart(steady_capacity(), false);
+    let steady = lab::report::svg::chart(steady_capacity(), false);
     well_formed(&steady).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(count(&steady, r#"class="series""#), 0);
     assert_eq!(
@@ -958,7 +958,7 @@ fn routed<'a>(r: &'a Report, picker: &str, route: &str) -> &'a PickerReport {
         .unwrap_or_else(|| panic!("{picker} [{route}] did not run: {:?}", r.notes))
 }
 
-fn fleet_of(x: &PickerReport) -> &lab::fleet::FleetStats {
+fn fleet_of(x: &PickerReport) -> &lab::report::FleetStats {
     x.fleet
         .as_ref()
         .expect("a [fleet] scenario reports fleet numbers")

@@ -22,8 +22,8 @@ use std::time::Duration;
 use lab::driver::{Options, run_scenario};
 use lab::peers::binary::{self, Installed};
 use lab::peers::config::{self, Setup};
-use lab::peers::{Peer, PeerSpec, Policy, Proxy, Settings, parse_list, rows};
 use lab::report::Report;
+use lab::scenario::proxy::{Peer, PeerSpec, Policy, Proxy, Settings, parse_list, rows};
 use lab::scenario::{PickerName, Scenario};
 
 fn addr(s: &str) -> SocketAddr {
@@ -351,7 +351,8 @@ fn a_missing_proxy_names_its_package() {
 /// The installed proxies, or `None` after a notice that the test is
 /// skipped; with `TOWER_LB_REQUIRE_PEERS=1`, a missing one fails the test.
 fn proxies(test: &str) -> Option<Vec<Installed>> {
-    let found: Vec<Result<Installed, String>> = Proxy::ALL.into_iter().map(binary::probe).collect();
+    let found: Vec<Result<Installed, String>> =
+        Proxy::ALL.into_iter().map(binary::installed).collect();
     let missing: Vec<&String> = found.iter().filter_map(|f| f.as_ref().err()).collect();
     if missing.is_empty() {
         return Some(found.into_iter().flatten().collect());
@@ -502,7 +503,7 @@ fn every_peer_row_reaches_every_backend_and_its_shares_sum_to_one() {
         "{}",
         runs[2]
     );
-    let svg = lab::svg::chart(&r, false);
+    let svg = lab::report::svg::chart(&r, false);
     assert_eq!(svg.matches(r#"class="latency-bar""#).count(), r.runs.len());
     assert_eq!(svg.matches(" (peer)</text>").count(), 2 * expected.len());
 }

@@ -121,7 +121,7 @@ fn the_shipped_scale_out_scales_one_two_four() {
     assert!(rps[2] > 3.8 * rps[0], "{rps:?}");
     assert!(r.table().contains("time to share"));
     // The report's chart draws each row's throughput over time.
-    let svg = lab::svg::chart(&r, sc.has_events());
+    let svg = lab::report::svg::chart(&r, sc.has_events());
     assert_eq!(svg.matches(r#"class="rps-series""#).count(), r.runs.len());
 }
 

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::Proxy;
+use crate::scenario::proxy::Proxy;
 
 /// Directories searched after `PATH`: Debian installs both proxies in
 /// `/usr/sbin`, which is not in a regular user's `PATH`.
@@ -63,7 +63,7 @@ fn executable(p: &Path) -> bool {
 
 /// Finds `proxy` and asks it its version (and nginx its build options);
 /// the error is a message for the table's notes.
-pub fn probe(proxy: Proxy) -> Result<Installed, String> {
+pub fn installed(proxy: Proxy) -> Result<Installed, String> {
     let path = find(proxy).ok_or_else(|| missing_message(proxy))?;
     // nginx prints `-V` on stderr, haproxy `-v` on stdout.
     let flag = match proxy {

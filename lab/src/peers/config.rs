@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 
-use super::{Peer, Policy, Proxy};
+use crate::scenario::proxy::{Peer, Policy, Proxy};
 
 /// What a peer's config depends on.
 #[derive(Debug, Clone)]

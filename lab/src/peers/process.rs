@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::binary::Installed;
-use super::{Proxy, config};
+use super::config;
+use crate::scenario::proxy::Proxy;
 
 /// How long a proxy may take to listen.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);

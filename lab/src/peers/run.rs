@@ -18,16 +18,18 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tower::Service;
 
-use super::super::endpoint::{EndpointError, HttpClient, LabRequest, LabResponse};
-use super::super::error::LabError;
-use super::super::record::Recorder;
-use super::super::report::{PeerInfo, PickerReport, Report};
-use super::super::scenario::{OpenLoop, Scenario};
-use super::super::server::{self, BACKEND_HEADER, backend_tag};
-use super::super::traffic::{Progress, Row};
 use super::binary::{self, Installed};
 use super::config::{self, Setup};
-use super::{Peer, Proxy, process};
+use super::process;
+use crate::error::LabError;
+use crate::record::Recorder;
+use crate::report::{PeerInfo, PickerReport, Report};
+use crate::run::endpoint::HttpClient;
+use crate::run::message::{BACKEND_HEADER, EndpointError, LabRequest, LabResponse, backend_tag};
+use crate::run::row::{Progress, Row};
+use crate::run::server;
+use crate::scenario::proxy::{Peer, Proxy};
+use crate::scenario::{OpenLoop, Scenario};
 
 /// What a row needs from the run.
 #[derive(Clone, Copy)]
@@ -57,7 +59,7 @@ pub async fn run_rows(
     let mut found: Vec<(Proxy, Result<Installed, String>)> = Vec::new();
     for peer in rows {
         if !found.iter().any(|(p, _)| *p == peer.proxy) {
-            found.push((peer.proxy, binary::probe(peer.proxy)));
+            found.push((peer.proxy, binary::installed(peer.proxy)));
         }
     }
     run_found(ctx, rows, &found, report).await
@@ -308,7 +310,7 @@ impl Service<LabRequest> for Through {
                 .collect()
                 .await
                 .map_err(|e| EndpointError(format!("body failed: {e}")))?;
-            let mut out = http::Response::new(super::super::body::LabBody::Done);
+            let mut out = http::Response::new(crate::run::replica::body::LabBody::Done);
             *out.status_mut() = status;
             Ok(out)
         })

@@ -3,7 +3,8 @@
 
 use serde::Deserialize;
 
-use super::{DelaySpec, Dur, SlowdownSpec};
+use super::slowdown::SlowdownSpec;
+use super::units::{DelaySpec, Dur};
 
 fn unit_weight() -> f64 {
     1.0

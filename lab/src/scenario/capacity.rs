@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::Dur;
+use super::units::Dur;
 
 /// Default p99 target (k6's thresholds guide: p(99) < 400 ms).
 pub const DEFAULT_P99: Duration = Duration::from_millis(400);

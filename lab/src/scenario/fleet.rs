@@ -7,8 +7,10 @@ use serde::Deserialize;
 use tower_lb::endpoint::{EndpointMeta, Locality};
 use tower_lb::route::{Callers, Routing, Subset, ZoneAware};
 
-use super::super::random::{Rng, sub_seed};
-use super::{BackendSpec, Dur, Scenario};
+use super::Scenario;
+use super::backend::BackendSpec;
+use super::random::{Rng, sub_seed};
+use super::units::Dur;
 
 /// `[fleet]`.
 #[derive(Debug, Clone, Deserialize)]

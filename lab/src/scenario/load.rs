@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{BackendSpec, Dur};
+use super::backend::BackendSpec;
+use super::units::Dur;
 
 /// `[load]`.
 #[derive(Debug, Clone, Deserialize)]
@@ -267,7 +268,7 @@ pub fn capacity(backends: &[BackendSpec]) -> Result<f64, String> {
                 b.name
             ));
         };
-        let mean = super::super::random::Delay::from(b.delay).mean_ns() / 1e9;
+        let mean = super::random::Delay::from(b.delay).mean_ns() / 1e9;
         let speed = b.slowdown.as_ref().map_or(1.0, |s| s.mean_speed());
         sum += f64::from(w) / mean * speed;
     }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::BackendSpec;
+use super::backend::BackendSpec;
 
 /// A membership change: backend `idx` joins (or leaves) at `at`, counted
 /// from the row's start (the warm-up's, like events).

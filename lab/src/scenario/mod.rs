@@ -9,7 +9,6 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::error::LabError;
-use super::peers::PeerSpec;
 
 mod backend;
 mod capacity;
@@ -17,6 +16,8 @@ mod fleet;
 mod load;
 pub mod membership;
 mod picker;
+pub mod proxy;
+pub mod random;
 mod resilience;
 mod resource;
 mod rows;
@@ -34,7 +35,7 @@ pub use load::{
     Arrivals, ClientIps, Connections, DEFAULT_DRAIN, Load, MAX_BODY, Method, OpenLoop, Stage,
     capacity, check_utilization,
 };
-pub use picker::{PickerName, known_pickers};
+pub use picker::{PickerName, Rival, known_pickers};
 pub use resilience::{Resilience, RetrySpec, SlowStartSpec};
 pub use resource::{DEFAULT_STATUS, MAX_SLOTS, ResourceSpec};
 pub use slowdown::{Slowdown, SlowdownSpec, schedules};
@@ -130,7 +131,7 @@ pub struct Scenario {
     /// Central proxies run in front of the same backends after the pickers
     /// (http mode only; `--peers` overrides).
     #[serde(default)]
-    pub peers: Vec<PeerSpec>,
+    pub peers: Vec<proxy::PeerSpec>,
     /// Requests whose body streams for a while (`[streams]`).
     #[serde(default)]
     pub streams: Option<Streams>,

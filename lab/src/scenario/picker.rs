@@ -1,13 +1,11 @@
 //! [`PickerName`]: the pickers a scenario names: the crate's, the lab's
-//! oracle, and the rivals (other crates' balancers).
+//! oracle, and the rivals (other crates' balancers, [`Rival`]).
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde::de;
 use serde::{Deserialize, Deserializer};
-
-use super::super::rivals::Rival;
 
 /// A picker the lab knows by name: one of the crate's registry
 /// ([`tower_lb::pick::NAMES`]), or the lab's own oracle.
@@ -17,7 +15,7 @@ pub enum PickerName {
     Crate(&'static str),
     /// The lab's oracle (sim mode only).
     Oracle,
-    /// Another crate's balancer ([`super::super::rivals`]).
+    /// Another crate's balancer ([`crate::rivals`]).
     Rival(Rival),
 }
 
@@ -67,5 +65,40 @@ impl<'de> Deserialize<'de> for PickerName {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
         s.parse().map_err(de::Error::custom)
+    }
+}
+
+/// A rival balancer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Rival {
+    /// `tower::balance::p2c::Balance` over `tower::load::PeakEwma`.
+    TowerP2c,
+    /// `loadpace-tower` under tower's P2C balancer.
+    Loadpace,
+}
+
+impl Rival {
+    /// Every rival, in table order.
+    pub const ALL: [Rival; 2] = [Rival::TowerP2c, Rival::Loadpace];
+
+    /// The name in scenarios and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rival::TowerP2c => "tower_p2c",
+            Rival::Loadpace => "loadpace",
+        }
+    }
+}
+
+impl fmt::Display for Rival {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Rival {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        Rival::ALL.into_iter().find(|r| r.as_str() == s).ok_or(())
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer};
 
-use super::{Dur, parse_duration};
+use super::units::{Dur, parse_duration};
 
 /// `[resilience]`: layers above the balancer.
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -7,7 +7,8 @@
 
 use serde::Deserialize;
 
-use super::{BackendSpec, Dur};
+use super::backend::BackendSpec;
+use super::units::Dur;
 
 /// The most slots a resource may have (a pool of a million connections is
 /// a typo).

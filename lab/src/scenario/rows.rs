@@ -1,11 +1,14 @@
 //! The rows a scenario runs: each picker once per tracking mode, route-step
 //! variant and adaptive-limits setting.
 
-use super::{PickerName, Scenario, Tracking, Variant};
+use super::Scenario;
+use super::fleet::Variant;
+use super::picker::PickerName;
+use super::streams::Tracking;
 
 /// One row: picker, tracking mode, route-step variant (`[fleet]`),
 /// whether adaptive limits are on, and whether slow start is.
-pub type Row = (PickerName, Tracking, Option<Variant>, bool, bool);
+pub type RowSpec = (PickerName, Tracking, Option<Variant>, bool, bool);
 
 impl Scenario {
     /// The rows for `pickers`, in table order: each picker once per
@@ -13,7 +16,7 @@ impl Scenario {
     /// and (`[resilience.adaptive_concurrency]`) with adaptive limits, or
     /// (`compare`) without and then with them; the same for
     /// `[resilience.slow_start]`.
-    pub fn rows(&self, pickers: &[PickerName]) -> Vec<Row> {
+    pub fn rows(&self, pickers: &[PickerName]) -> Vec<RowSpec> {
         let tracking = self.tracking();
         let variants = self.variants();
         let limits: &[bool] = match &self.resilience.adaptive_concurrency {

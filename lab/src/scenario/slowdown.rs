@@ -16,8 +16,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::super::random::{Rng, sub_seed};
-use super::{BackendSpec, Dur};
+use super::backend::BackendSpec;
+use super::random::{Rng, sub_seed};
+use super::units::Dur;
 
 /// A backend's `slowdown` field.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use super::Dur;
+use super::units::Dur;
 
 /// `[streams]`.
 #[derive(Debug, Clone, Deserialize)]

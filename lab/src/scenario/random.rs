@@ -9,7 +9,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng as _, RngExt as _, SeedableRng as _};
 use rand_distr::{Distribution as _, Exp, LogNormal, StandardNormal};
 
-use super::scenario::DelaySpec;
+use super::units::DelaySpec;
 
 /// A seeded generator (`rand`'s `SmallRng`).
 #[derive(Debug, Clone)]

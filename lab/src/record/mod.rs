@@ -1,5 +1,10 @@
-//! Collects one picker's run: every latency, per-second buckets, picks per
-//! backend and the time spent in `Balance::call`.
+//! Recording: collects one row's run, every latency, per-second buckets,
+//! picks per backend and the time spent in `Balance::call` ([`Recorder`]),
+//! with each request's [`outcome`] and the picker's part of the call
+//! ([`timed`]).
+
+pub mod outcome;
+pub mod timed;
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -8,18 +13,19 @@ use tokio::time::Instant;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::outcome::Outcome;
-use super::report::{Latency, OpenStats, PickerReport, Second};
+use self::outcome::Outcome;
+use crate::report::affinity::affinity;
+use crate::report::{Latency, OpenStats, PickerReport, Second, round};
 
 /// How one request went.
 #[derive(Debug, Clone, Copy)]
-pub struct Answer {
+pub struct Sample {
     /// Its status, or why it has none; a success is an answer below 400
     /// whose body was read to its end.
     pub outcome: Outcome,
     /// Wall-clock ns of the service's `call`.
     pub call_ns: u64,
-    /// The picker's part of it ([`super::timed`]).
+    /// The picker's part of it ([`timed`]).
     pub select_ns: u64,
     /// When the head arrived (the latency's end).
     pub done: Instant,
@@ -130,7 +136,7 @@ impl Recorder {
     /// A request answered after `latency`, counted in the second of `at`
     /// (closed loop: when it was answered; open loop: when it was meant to
     /// be sent).
-    pub fn complete(&self, at: Instant, latency: Duration, a: Answer) {
+    pub fn complete(&self, at: Instant, latency: Duration, a: Sample) {
         let Some(b) = self.bucket(at) else {
             return;
         };
@@ -246,7 +252,7 @@ impl Recorder {
                 route: None,
                 fleet: None,
                 membership: None,
-                affinity: (!s.reached.is_empty()).then(|| super::connections::affinity(&s.reached)),
+                affinity: (!s.reached.is_empty()).then(|| affinity(&s.reached)),
             }
         })
     }
@@ -334,7 +340,7 @@ impl State {
         let overhead = if self.calls == 0 {
             0.0
         } else {
-            super::timed::overhead_ns() as f64
+            timed::overhead_ns() as f64
         };
         let rest_ns = (per_call(self.call_ns) - select_ns - 2.0 * overhead).max(0.0);
         (select_ns, rest_ns)
@@ -343,12 +349,6 @@ impl State {
 
 fn ms(ns: f64) -> f64 {
     round(ns / 1e6, 3)
-}
-
-/// Rounds to `digits` decimals (keeps the JSON short and readable).
-pub fn round(x: f64, digits: i32) -> f64 {
-    let f = 10f64.powi(digits);
-    (x * f).round() / f
 }
 
 fn shares(picks: &[u64]) -> Vec<f64> {

@@ -7,7 +7,7 @@
 //! * Each request's latency counts from its **intended** send time. Over
 //!   HTTP the sender may wake late (tokio's timers tick in milliseconds, and
 //!   two cores are shared with the backends): the lag is counted in the
-//!   latency, and reported apart ([`super::report::OpenStats`]).
+//!   latency, and reported apart ([`crate::report::OpenStats`]).
 //! * In `--sim` an arrival is meant for the first of tokio's millisecond
 //!   ticks at or after its time (the timers can wake at nothing finer), so
 //!   it is sent exactly when meant: a Poisson process binned in
@@ -24,11 +24,11 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tower::Service;
 
-use super::endpoint::LabRequest;
-use super::random::{Rng, sub_seed};
-use super::record::Recorder;
-use super::scenario::{Arrivals, OpenLoop};
 use super::users::{Plan, random_ip, send};
+use crate::record::Recorder;
+use crate::run::message::LabRequest;
+use crate::scenario::random::{Rng, sub_seed};
+use crate::scenario::{Arrivals, OpenLoop};
 
 /// Counts a request as unfinished if it is dropped before its answer (the
 /// drain's end aborts it).

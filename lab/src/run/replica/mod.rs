@@ -1,8 +1,13 @@
 //! A backend as its server runs it: the backend model as a tower service,
 //! behind tower-lb's server layer ([`tower_lb::server::ServerLoad`]), which
 //! counts its requests in flight, reports its load (ORCA) when the
-//! scenario says `reports = true`, and answers probes. The same stack
+//! scenario says `reports = true`, and answers load probes. The same stack
 //! answers in-process calls (`--sim`) and HTTP requests (http mode).
+
+pub mod body;
+pub mod model;
+pub mod slots;
+pub mod timer;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -12,20 +17,9 @@ use std::task::{Context, Poll};
 use tower::{Layer, Service};
 use tower_lb::server::{ReportLoad, ServerLoad};
 
-use super::backend::{Answer, Backend};
-use super::body::LabBody;
-use super::endpoint::{EndpointError, LabResponse, stream_hold};
-
-/// The response header naming the backend that answered.
-pub const BACKEND_HEADER: &str = "x-lab-backend";
-
-/// The [`BACKEND_HEADER`] value of backend `i` named `name`: the name, or
-/// `backend-<i+1>` when the name cannot be a header value.
-pub fn backend_tag(i: usize, name: &str) -> http::HeaderValue {
-    http::HeaderValue::from_str(name)
-        .or_else(|_| http::HeaderValue::from_str(&format!("backend-{}", i + 1)))
-        .unwrap_or_else(|_| http::HeaderValue::from_static("backend"))
-}
+use self::body::LabBody;
+use self::model::{Answer, Backend};
+use super::message::{BACKEND_HEADER, EndpointError, LabResponse, backend_tag, stream_hold};
 
 /// The backend model as a service.
 #[derive(Clone)]

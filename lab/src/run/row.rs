@@ -1,7 +1,7 @@
-//! One row's setting and its traffic: fresh backends (with the scenario's
-//! slowdown schedule), the recorder, the plan, and the users or arrivals
-//! that drive whatever sits in front of the backends (tower-lb balancers,
-//! a rival balancer, a proxy).
+//! One row: what it runs with ([`Ctx`]), its fresh backends (with the
+//! scenario's slowdown schedule), the recorder and the plan ([`Row`]), and
+//! the users or arrivals that drive whatever sits in front of the backends
+//! (tower-lb balancers, a rival balancer, a proxy: [`Traffic`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,16 +9,59 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tower::Service;
+use tower_lb::metrics::prometheus::Exporter;
 
-use super::arrivals::open_loop;
-use super::backend::Backend;
-use super::endpoint::LabRequest;
-use super::random::sub_seed;
-use super::record::Recorder;
-use super::report::PickerReport;
-use super::resource;
-use super::scenario::{OpenLoop, Scenario, schedules};
-use super::users::{Plan, user};
+use super::message::LabRequest;
+use super::replica::model::Backend;
+use super::replica::slots;
+use super::traffic::arrivals::open_loop;
+use super::traffic::users::{self, Plan, user};
+use crate::record::Recorder;
+use crate::report::{PickerReport, round};
+use crate::scenario::random::sub_seed;
+use crate::scenario::{OpenLoop, Scenario, Tracking, Variant, schedules};
+
+/// What one row runs with.
+pub struct Ctx<'a> {
+    /// The scenario.
+    pub sc: &'a Scenario,
+    /// `--sim`.
+    pub sim: bool,
+    /// Measured time per row.
+    pub duration: Duration,
+    /// Seed of every random number.
+    pub seed: u64,
+    /// No progress line.
+    pub quiet: bool,
+    /// Position in the picker list, for the progress line.
+    pub nth: (usize, usize),
+    /// This row runs with adaptive concurrency limits.
+    pub limited: bool,
+    /// This row's balancers ramp joining endpoints
+    /// (`[resilience.slow_start]`).
+    pub slow_start: bool,
+    /// http mode: where the balancers report their metrics.
+    pub exporter: Option<&'a Exporter>,
+    /// How the balancers track a call.
+    pub track: Tracking,
+    /// The route-step variant of this row (`[fleet]`).
+    pub variant: Option<Variant>,
+    /// `--per-thread-load`.
+    pub per_thread: bool,
+    /// The open loop, resolved (`None`: the scenario's users).
+    pub open: Option<OpenLoop>,
+}
+
+impl Ctx<'_> {
+    /// The progress line of a row called `label`, unless `--quiet`.
+    pub fn progress(&self, label: String) -> Option<Progress> {
+        (!self.quiet).then_some(Progress {
+            label,
+            nth: self.nth,
+            sim: self.sim,
+        })
+    }
+}
 
 /// One row's backends, recorder and plan, from the moment it starts.
 pub struct Row {
@@ -55,7 +98,7 @@ impl Row {
         let end = measured + duration;
         let drain = open.map_or(Duration::ZERO, |o| o.drain);
         let slowdowns = schedules(&sc.backends, seed, end - start + drain);
-        let uses = resource::for_backends(&sc.resources, &sc.backends);
+        let uses = slots::for_backends(&sc.resources, &sc.backends);
         let backends = sc
             .backends
             .iter()
@@ -104,7 +147,7 @@ impl Row {
                 .collect(),
         };
         let progress = progress.map(|p| {
-            tokio::spawn(super::users::progress(
+            tokio::spawn(users::progress(
                 p.label,
                 p.nth,
                 plan.start,
@@ -138,11 +181,11 @@ impl Row {
         let mean = u.iter().sum::<f64>() / u.len().max(1) as f64;
         let max = u.iter().copied().fold(0.0, f64::max);
         r.util_max_mean = if mean > 0.0 {
-            super::record::round(max / mean, 3)
+            round(max / mean, 3)
         } else {
             0.0
         };
-        r.utilization = u.iter().map(|x| super::record::round(*x, 4)).collect();
+        r.utilization = u.iter().map(|x| round(*x, 4)).collect();
     }
 }
 

@@ -1,32 +1,33 @@
-//! Runs a scenario: per picker, fresh backends, `clients` balancers sharing
-//! them, and closed-loop users or open-loop arrivals. The same code drives `--sim`
-//! (tokio's paused clock, in-process backends) and http mode (hyper servers
-//! on loopback, a hyper-util client).
+//! Runs a scenario: its rows in table order, each on fresh backends with
+//! `clients` balancers sharing them, and closed-loop users or open-loop
+//! arrivals. tower-lb's rows (and the oracle's) are [`pickers`]'s, the
+//! rivals' [`crate::rivals`]'s, the proxies' [`crate::peers`]'s; the
+//! capacity search, which runs the scenario again and again, is
+//! [`find_capacity`]'s. The same code drives `--sim` (tokio's paused
+//! clock, in-process backends) and http mode (hyper servers on loopback, a
+//! hyper-util client).
+
+pub mod find_capacity;
+pub mod pickers;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tower_lb::metrics::prometheus::Exporter;
-use tower_lb::pick::{self, Pick};
+use tower_lb::pick;
 
-use super::backend::Backend;
-use super::balancers::{self, Clients, EndStats, Lb};
-use super::connections::LabKey;
-use super::endpoint::{LabRequest, Target, targets};
-use super::error::LabError;
-use super::fleet;
-use super::membership;
-use super::oracle::Oracle;
-use super::peers::{self, Peer, PeerSpec};
-use super::random::sub_seed;
-use super::report::{PickerReport, Report};
-use super::rivals;
-use super::scenario::{OpenLoop, PickerName, Scenario, Tracking, Variant};
-use super::server::{self, AbortOnDrop};
-use super::table::Stream;
-use super::timed::Timed;
-use super::traffic::{Progress, Row};
+use crate::error::LabError;
+use crate::peers;
+use crate::record::timed::{self, Timed};
+use crate::report::table::Stream;
+use crate::report::{PickerReport, Report};
+use crate::rivals;
+use crate::run::oracle::Oracle;
+use crate::run::row::Ctx;
+use crate::run::server::{self, AbortOnDrop};
+use crate::run::traffic::connections::LabKey;
+use crate::scenario::proxy::{self, Peer, PeerSpec};
+use crate::scenario::{OpenLoop, PickerName, Scenario};
 
 /// Seed used when neither `--seed` nor the scenario gives one.
 pub const DEFAULT_SEED: u64 = 1;
@@ -49,7 +50,7 @@ pub struct Options {
     pub utilization: Option<f64>,
     /// No progress line.
     pub quiet: bool,
-    /// Times a second pick after the deciding one ([`super::timed`]).
+    /// Times a second pick after the deciding one ([`timed`]).
     pub warm_select: bool,
     /// Each worker thread keeps its own view of load (`per_thread_load`).
     pub per_thread_load: bool,
@@ -63,7 +64,7 @@ pub struct Options {
 
 /// Runs every picker of the scenario and returns the report.
 pub fn run_scenario(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
-    super::timed::set_warm(opts.warm_select);
+    timed::set_warm(opts.warm_select);
     let rt = if opts.sim {
         tokio::runtime::Builder::new_current_thread()
             .enable_time()
@@ -78,48 +79,6 @@ pub fn run_scenario(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
     rt.block_on(run_all(sc, opts))
 }
 
-/// What one row runs with.
-pub struct Ctx<'a> {
-    /// The scenario.
-    pub sc: &'a Scenario,
-    /// `--sim`.
-    pub sim: bool,
-    /// Measured time per row.
-    pub duration: Duration,
-    /// Seed of every random number.
-    pub seed: u64,
-    /// No progress line.
-    pub quiet: bool,
-    /// Position in the picker list, for the progress line.
-    pub nth: (usize, usize),
-    /// This row runs with adaptive concurrency limits.
-    pub limited: bool,
-    /// This row's balancers ramp joining endpoints
-    /// (`[resilience.slow_start]`).
-    pub slow_start: bool,
-    /// http mode: where the balancers report their metrics.
-    pub exporter: Option<&'a Exporter>,
-    /// How the balancers track a call.
-    pub track: Tracking,
-    /// The route-step variant of this row (`[fleet]`).
-    pub variant: Option<Variant>,
-    /// `--per-thread-load`.
-    pub per_thread: bool,
-    /// The open loop, resolved (`None`: the scenario's users).
-    pub open: Option<OpenLoop>,
-}
-
-impl Ctx<'_> {
-    /// The progress line of a row called `label`, unless `--quiet`.
-    pub fn progress(&self, label: String) -> Option<Progress> {
-        (!self.quiet).then_some(Progress {
-            label,
-            nth: self.nth,
-            sim: self.sim,
-        })
-    }
-}
-
 async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
     let seed = opts.seed.or(sc.seed).unwrap_or(DEFAULT_SEED);
     let duration = opts.duration.unwrap_or(sc.duration.0);
@@ -129,7 +88,7 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
     let open = open_loop(sc, opts)?;
     let pickers = opts.pickers.clone().unwrap_or_else(|| sc.pickers.clone());
     let runs = sc.rows(&pickers);
-    let peer_rows = peers::rows(opts.peers.as_deref().unwrap_or(&sc.peers));
+    let peer_rows = proxy::rows(opts.peers.as_deref().unwrap_or(&sc.peers));
     let rows = runs.len() + if opts.sim { 0 } else { peer_rows.len() };
     let mut report = Report::new(sc, opts.sim, seed, duration.as_secs_f64());
     report.arrival_rate = open.map(|o| o.rate);
@@ -261,122 +220,15 @@ async fn run_picker(
 ) -> Result<Result<PickerReport, &'static str>, LabError> {
     let r = match name {
         PickerName::Crate(n) => {
-            run(ctx, name, |_| {
+            pickers::run(ctx, name, |_| {
                 let key = LabKey::for_load(ctx.sc.load.connections);
                 Timed(pick::AnyPicker::by_name(n, key).expect("a registry name"))
             })
             .await
         }
         PickerName::Oracle if !ctx.sim => return Ok(Err("the oracle needs --sim")),
-        PickerName::Oracle => run(ctx, name, |b| Timed(Oracle::new(b))).await,
+        PickerName::Oracle => pickers::run(ctx, name, |b| Timed(Oracle::new(b))).await,
         PickerName::Rival(r) => return rivals::run(ctx, r).await,
     };
     r.map(Ok)
-}
-
-/// Runs one row of the crate's balancers with `make`'s picker, and returns
-/// its numbers.
-async fn run<P, F>(ctx: &Ctx<'_>, name: PickerName, make: F) -> Result<PickerReport, LabError>
-where
-    P: Pick<LabRequest>,
-    F: Fn(&[Arc<Backend>]) -> P,
-{
-    let sc = ctx.sc;
-    let label = balancers::label(ctx, name.as_str());
-    if ctx.sim {
-        // The retry layer's backoff jitter draws from fastrand's thread-local
-        // generator (it has no seed option); the sim runs on one thread, so
-        // seeding it here makes retries repeat exactly too.
-        fastrand::seed(sub_seed(ctx.seed, 3000));
-    }
-    let row = Row::new(sc, ctx.seed, ctx.duration, ctx.open, ctx.sim);
-    // http mode: the servers run until the row ends.
-    let (targets, _servers) = targets(ctx.sim, &row.backends).await?;
-    let weighted = sc.weighted(name);
-    let clients = balancers::build(ctx, &label, weighted, &targets, &row.rec, || {
-        make(&row.backends)
-    })?;
-    let shown = match ctx.variant {
-        Some(v) => format!("{label} [{}]", v.as_str()),
-        None => label.clone(),
-    };
-    let traffic = clients.start(&row, sc.max_vus(), ctx.progress(shown));
-    let _membership = membership(ctx, &row, &clients.lbs, &targets, weighted);
-    let end = row.plan.end;
-    let client_0 = || clients.lbs[0].handle().route_plan();
-    let plan_seen = fleet::plans(sc, client_0, row.plan.start, end).await;
-    tokio::time::sleep_until(end).await;
-    let stats = balancers::end_stats(&clients.lbs, sc.backends.len());
-    traffic.finish().await;
-    let mut report = row
-        .rec
-        .finish(&label, weighted, stats.in_flight.clone(), !ctx.sim);
-    row.add_utilization(&mut report);
-    add_end(ctx, &mut report, &clients, &stats, &plan_seen);
-    Ok(report)
-}
-
-/// Drives the scenario's joins and leaves through each balancer's handle,
-/// while the guard lives.
-fn membership<P: Pick<LabRequest>>(
-    ctx: &Ctx<'_>,
-    row: &Row,
-    lbs: &[Lb<P>],
-    targets: &[Target],
-    weighted: bool,
-) -> AbortOnDrop {
-    let sc = ctx.sc;
-    membership::drive(
-        row.plan.start,
-        membership::actions(
-            sc,
-            sc.load.clients,
-            |c, i| {
-                let handle = lbs[c as usize].handle();
-                let (ep, w) = balancers::endpoint(ctx, weighted, &targets[i], &row.rec, c, i);
-                let meta = sc.meta(i);
-                Box::new(move || {
-                    let _ = handle.edit(|e| e.insert(i, ep, w, meta));
-                })
-            },
-            |c, i| {
-                let handle = lbs[c as usize].handle();
-                Box::new(move || {
-                    handle.remove(&i);
-                })
-            },
-        ),
-    )
-}
-
-/// Adds to `report` what the row's balancers, retry layers and probes know
-/// at its end: retries, membership, probes, ejections, breaker openings,
-/// route variant and, with `[fleet]`, the fleet's figures.
-fn add_end<P: Pick<LabRequest>>(
-    ctx: &Ctx<'_>,
-    report: &mut PickerReport,
-    clients: &Clients<P>,
-    stats: &EndStats,
-    plan_seen: &[(Vec<u32>, String)],
-) {
-    let sc = ctx.sc;
-    let retries = &clients.retries;
-    report.retries = retries
-        .as_ref()
-        .map(|ls| ls.iter().map(|l| l.stats().retries()).sum());
-    report.not_replayable = retries
-        .as_ref()
-        .map(|ls| ls.iter().map(|l| l.stats().not_replayable()).sum());
-    report.membership = membership::stats(sc, report);
-    report.probes = clients.probe_counts();
-    report.ejections = sc
-        .resilience
-        .outlier
-        .is_some()
-        .then(|| stats.ejections.clone());
-    report.breaker_opens = sc.resilience.breaker.is_some().then(|| stats.opens.clone());
-    report.route = ctx.variant.map(|v| v.as_str().to_string());
-    if sc.fleet.is_some() {
-        report.fleet = Some(fleet::stats(sc, &stats.picks, report, plan_seen));
-    }
 }

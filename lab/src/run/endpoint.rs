@@ -17,55 +17,21 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use tower::{Service, ServiceExt};
 
-use super::backend::Backend;
-use super::body::LabBody;
-use super::connections::User;
-use super::error::LabError;
-use super::record::Recorder;
+use super::message::{EndpointError, LabRequest, LabResponse, stream_hold};
+use super::replica::body::LabBody;
+use super::replica::model::Backend;
 use super::replica::{self, Served};
 use super::server::{self, Servers};
+use super::traffic::connections::User;
+use crate::error::LabError;
+use crate::record::Recorder;
 
-/// What a virtual user sends.
-pub type LabRequest = http::Request<Full<Bytes>>;
-/// What it gets back (the user reads the body to its end).
-pub type LabResponse = http::Response<LabBody>;
+/// A load probe's round trip in `--sim` (the open-loop model's 1 ms, as
+/// in Prequal's simulation; over HTTP the loopback's own).
+pub const SIM_LOAD_PROBE_RTT: Duration = Duration::from_millis(1);
 
-/// A probe's round trip in `--sim` (`../shared/sim/openloop.py`'s 1 ms;
-/// over HTTP the loopback's own).
-pub const SIM_PROBE_RTT: Duration = Duration::from_millis(1);
-
-/// The request header that makes a request a stream: its value is how long
-/// the body streams, in milliseconds.
-pub const STREAM_HEADER: &str = "x-lab-stream";
-
-/// How long a request's body streams, if it is a stream.
-pub fn stream_hold(req: &http::Request<impl Sized>) -> Option<Duration> {
-    let ms: u64 = req
-        .headers()
-        .get(STREAM_HEADER)?
-        .to_str()
-        .ok()?
-        .parse()
-        .ok()?;
-    Some(Duration::from_millis(ms))
-}
 /// The hyper-util client used in http mode.
 pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
-
-/// A request that got no HTTP answer.
-#[derive(Debug, Clone)]
-pub struct EndpointError(pub String);
-
-impl std::fmt::Display for EndpointError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for EndpointError {}
-
-/// The lab's errors say nothing more than "failed" to the HTTP classifier.
-impl tower_lb::http::ClassifyError for EndpointError {}
 
 /// Where an endpoint's requests go.
 // It lives behind `Endpoint`'s `Arc`; a hyper-util client with HTTP/2 on
@@ -123,9 +89,9 @@ impl Service<LabRequest> for Endpoint {
 
     fn call(&mut self, mut req: LabRequest) -> BoxFuture {
         let parts = &*self.0;
-        // A probe is not a pick: the table counts requests.
-        let probe = req.headers().contains_key(tower_lb::server::PROBE_HEADER);
-        if !probe {
+        // A load probe is not a pick: the table counts requests.
+        let load_probe = req.headers().contains_key(tower_lb::server::PROBE_HEADER);
+        if !load_probe {
             parts.rec.pick(parts.idx);
             if let Some(&User(u)) = req.extensions().get::<User>() {
                 parts.rec.reached(u, parts.idx);
@@ -136,10 +102,10 @@ impl Service<LabRequest> for Endpoint {
             Target::Sim(served) => Box::pin(async move {
                 let out = served.oneshot(req).await;
                 // The network's share, after the answer: the scenario's
-                // overhead, and for a probe at least the open-loop model's
-                // round trip.
-                let wait = if probe {
-                    overhead.max(SIM_PROBE_RTT)
+                // overhead, and for a load probe at least the open-loop
+                // model's round trip.
+                let wait = if load_probe {
+                    overhead.max(SIM_LOAD_PROBE_RTT)
                 } else {
                     overhead
                 };

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
-use super::scenario::{BackendSpec, ResourceSpec};
+use crate::scenario::{BackendSpec, ResourceSpec};
 
 /// One shared resource.
 #[derive(Debug)]

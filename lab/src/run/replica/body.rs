@@ -9,7 +9,7 @@ use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::time::Sleep;
 
-use super::backend::Hold;
+use super::model::Hold;
 
 /// A lab response body.
 #[derive(Debug)]
@@ -27,7 +27,7 @@ pub enum LabBody {
     Http(Incoming),
 }
 
-/// An empty body: what a probe's answer carries.
+/// An empty body: what a load probe's answer carries.
 impl Default for LabBody {
     fn default() -> Self {
         LabBody::Done

@@ -16,14 +16,14 @@ use tower_lb::pick::Pick;
 use tower_lb::probe::{self, Probes};
 use tower_lb::retry::RetryLayer;
 
-use super::driver::Ctx;
-use super::endpoint::{Endpoint, LabRequest, Parts, Target};
-use super::error::LabError;
-use super::random::sub_seed;
-use super::record::Recorder;
-use super::report::ProbeReport;
-use super::scenario::{RetrySpec, membership};
-use super::traffic::{Progress, Row, Traffic};
+use super::endpoint::{Endpoint, Parts, Target};
+use super::message::LabRequest;
+use super::row::{Ctx, Progress, Row, Traffic};
+use crate::error::LabError;
+use crate::record::Recorder;
+use crate::report::LoadProbeReport;
+use crate::scenario::random::sub_seed;
+use crate::scenario::{RetrySpec, membership};
 
 /// The client balancers of one row.
 pub type Lb<P> = Balance<usize, Endpoint, P, Classifier>;
@@ -32,24 +32,26 @@ pub type Lb<P> = Balance<usize, Endpoint, P, Classifier>;
 type LbBuilder<P> = Builder<usize, Endpoint, P, Classifier>;
 
 /// One row's client balancers, their retry layers when the scenario has
-/// one, and their probe drivers when the picker probes.
+/// one, and their load-probe drivers when the picker probes load.
 pub struct Clients<P: tower_lb::pick::Picker> {
     /// One balancer per client.
     pub lbs: Vec<Lb<P>>,
     /// One retry layer (and budget) per client.
     pub retries: Option<Vec<RetryLayer>>,
-    /// One probe driver per client (`prequal`), running while they live.
-    pub probes: Vec<Probes>,
+    /// One load-probe driver per client (`prequal`), running while they
+    /// live.
+    pub load_probes: Vec<Probes>,
 }
 
 impl<P: tower_lb::pick::Picker> Clients<P> {
-    /// Every client's probe counts, summed (`None` without probes).
-    pub fn probe_counts(&self) -> Option<ProbeReport> {
-        if self.probes.is_empty() {
+    /// Every client's load-probe counts, summed (`None` without load
+    /// probes).
+    pub fn load_probe_counts(&self) -> Option<LoadProbeReport> {
+        if self.load_probes.is_empty() {
             return None;
         }
-        let mut sum = ProbeReport::default();
-        for c in self.probes.iter().map(Probes::counts) {
+        let mut sum = LoadProbeReport::default();
+        for c in self.load_probes.iter().map(Probes::counts) {
             sum.sent += c.sent;
             sum.answered += c.answered;
             sum.failed += c.failed;
@@ -118,7 +120,7 @@ where
         .map_err(|e| bad(ctx, e))?;
     let names: Arc<[String]> = sc.backends.iter().map(|b| b.name.clone()).collect();
     let mut lbs = Vec::with_capacity(clients as usize);
-    let mut probes = Vec::new();
+    let mut load_probes = Vec::new();
     for c in 0..clients {
         let b = Balance::builder()
             .picker(make())
@@ -140,19 +142,19 @@ where
         let lb = b
             .build()
             .map_err(|e| LabError::input(format!("scenario {}: {e}", sc.name)))?;
-        // A probing picker's probes, through the endpoints' own services:
+        // A probing picker's load probes, through the endpoints' own services:
         // the backends' server layer answers them.
         if lb.picker().probe_pool().is_some() {
             let p = probe::spawn(&lb, LoadProbe::http())
                 .map_err(|e| LabError::runtime(format!("probes: {e}")))?;
-            probes.push(p);
+            load_probes.push(p);
         }
         lbs.push(lb);
     }
     Ok(Clients {
         lbs,
         retries,
-        probes,
+        load_probes,
     })
 }
 

@@ -12,12 +12,12 @@ use http_body_util::{BodyExt, Full};
 use tokio::time::Instant;
 use tower::{Service, ServiceExt};
 
-use super::endpoint::{LabRequest, STREAM_HEADER};
-use super::outcome::Outcome;
-use super::random::{Rng, sub_seed};
-use super::record::{Answer, Recorder};
-use super::scenario::{ClientIps, Connections, OpenLoop, Scenario, Stage};
-use super::timed;
+use crate::record::outcome::Outcome;
+use crate::record::timed;
+use crate::record::{Recorder, Sample};
+use crate::run::message::{LabRequest, STREAM_HEADER};
+use crate::scenario::random::{Rng, sub_seed};
+use crate::scenario::{ClientIps, Connections, OpenLoop, Scenario, Stage};
 
 /// The shared plan of the traffic: closed-loop users, or open-loop
 /// arrivals.
@@ -170,7 +170,7 @@ where
 }
 
 /// Sends `req` through `svc` and reads the answer's body to its end.
-pub async fn send<L, B>(svc: &mut L, req: LabRequest) -> Answer
+pub async fn send<L, B>(svc: &mut L, req: LabRequest) -> Sample
 where
     L: Service<LabRequest, Response = http::Response<B>>,
     L::Error: std::fmt::Display,
@@ -197,14 +197,14 @@ where
                 }
                 Err(e) => (Outcome::of_error(&e.to_string()), Instant::now()),
             };
-            Answer {
+            Sample {
                 outcome,
                 call_ns,
                 select_ns,
                 done,
             }
         }
-        Err(e) => Answer {
+        Err(e) => Sample {
             outcome: Outcome::of_error(&e.to_string()),
             call_ns: 0,
             select_ns: 0,

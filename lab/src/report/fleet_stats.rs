@@ -3,84 +3,10 @@
 //! for the table, the JSON and the chart.
 
 use std::fmt::Write as _;
-use std::time::Duration;
 
-use serde::Serialize;
-use tokio::time::Instant;
-use tower_lb::route::RoutePlan;
-
-use super::record::round;
-use super::report::{PickerReport, Report};
-use super::scenario::Scenario;
-
-/// The route step's numbers for one row (JSON `runs[].fleet`).
-#[derive(Debug, Clone, Serialize)]
-pub struct FleetStats {
-    /// Distinct balancer→endpoint pairs that carried a pick, per endpoint:
-    /// the mean over endpoints (the connections an endpoint holds).
-    pub pairs_mean: f64,
-    /// The most pairs of any endpoint, over the mean.
-    pub pairs_max_mean: f64,
-    /// Picks of the busiest endpoint over the mean picks per endpoint.
-    pub load_max_mean: f64,
-    /// Share of picks whose client and backend were in different zones
-    /// (`null` without zones).
-    pub cross_zone: Option<f64>,
-    /// The least cross-zone share that leaves every zone its share of the
-    /// endpoints' load: `1 − Σ min(callers(z), endpoints(z))`.
-    pub cross_zone_min: Option<f64>,
-    /// Share of picks per priority level, highest first.
-    pub priority_share: Vec<f64>,
-    /// With more than one priority level: stretches of the run with the
-    /// same planned priority load (client 0's plan at the end of each
-    /// second; the second in which it changed is left out).
-    pub phases: Vec<Phase>,
-}
-
-/// A stretch of a run over which the plan's priority loads held.
-#[derive(Debug, Clone, Serialize)]
-pub struct Phase {
-    /// First second measured (the second the plan changed is left out).
-    pub from_s: u64,
-    /// One past the last second.
-    pub to_s: u64,
-    /// Healthy endpoints of the highest level / its endpoints, as planned.
-    pub healthy: String,
-    /// The planned load of each level, percent.
-    pub planned: Vec<u32>,
-    /// The measured share of picks of each level, percent.
-    pub measured: Vec<f64>,
-}
-
-/// With `[fleet]`, client 0's route plan (`plan` reads it) at the end of
-/// each second from `start` to `end` (its priority phases); empty without,
-/// and `plan` is then never called.
-pub async fn plans(
-    sc: &Scenario,
-    plan: impl Fn() -> RoutePlan,
-    start: Instant,
-    end: Instant,
-) -> Vec<(Vec<u32>, String)> {
-    let mut plan_seen = Vec::new();
-    if sc.fleet.is_some() {
-        let second = Duration::from_secs(1);
-        let mut tick = tokio::time::interval_at(start + second, second);
-        while tick.tick().await <= end {
-            plan_seen.push(sample(&plan()));
-        }
-    }
-    plan_seen
-}
-
-/// One sample of client 0's plan: the load of each level.
-pub fn sample(plan: &RoutePlan) -> (Vec<u32>, String) {
-    let loads = plan.levels.iter().map(|l| l.load).collect();
-    let healthy = plan
-        .levels
-        .first()
-        .map_or_else(String::new, |l| format!("{}/{}", l.healthy, l.total));
-    (loads, healthy)
-}
+use super::document::{PickerReport, Report, round};
+use super::sections::{FleetPhase, FleetStats};
+use crate::scenario::Scenario;
 
 /// The fleet numbers of a finished run: `picks[c][b]` is client `c`'s
 /// picks of backend `b`, `plan[t]` client 0's plan at the end of second
@@ -180,8 +106,8 @@ fn phases(
     run: &PickerReport,
     plan: &[(Vec<u32>, String)],
     levels: &[u32],
-) -> Vec<Phase> {
-    let mut out: Vec<Phase> = Vec::new();
+) -> Vec<FleetPhase> {
+    let mut out: Vec<FleetPhase> = Vec::new();
     let mut start = 0;
     for t in 1..=plan.len() {
         if t < plan.len() && plan[t] == plan[start] {
@@ -199,7 +125,7 @@ fn phases(
             }
         }
         if weight > 0.0 {
-            out.push(Phase {
+            out.push(FleetPhase {
                 from_s: from as u64,
                 to_s: t as u64,
                 healthy: plan[start].1.clone(),

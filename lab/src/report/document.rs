@@ -1,10 +1,10 @@
-//! The results: the terminal table and the JSON document (schema in the
-//! docs/lab.md, `tower-lb-lab/2`).
+//! The JSON document of a run (schema in docs/lab.md, [`SCHEMA`]): the
+//! scenario, its backends, and one entry per row.
 
 use serde::Serialize;
 
-use super::fleet::FleetStats;
-use super::scenario::Scenario;
+use super::sections::{Affinity, FleetStats, Membership};
+use crate::scenario::Scenario;
 
 /// The JSON schema identifier; bump it when a field changes meaning (2:
 /// `errors` counts 4xx answers too, and `errors_by` splits them).
@@ -105,9 +105,9 @@ pub struct PickerReport {
     /// Times each backend's circuit breaker opened, summed over the
     /// clients' balancers (`null` without `[resilience.breaker]`).
     pub breaker_opens: Option<Vec<u64>>,
-    /// A probing picker's probes, summed over the clients' balancers
+    /// A probing picker's load probes, summed over the clients' balancers
     /// (`null` for the others).
-    pub probes: Option<ProbeReport>,
+    pub probes: Option<LoadProbeReport>,
     /// Mean wall-clock time of selection (the picker's `pick`, as the
     /// study's "algorithm duration"), in ns; `null` in `--sim` so that the
     /// JSON is exactly reproducible.
@@ -147,10 +147,10 @@ pub struct PickerReport {
     pub fleet: Option<FleetStats>,
     /// Throughput per replica count and time to share of each join
     /// (`null` when no backend joins or leaves).
-    pub membership: Option<super::membership::Membership>,
+    pub membership: Option<Membership>,
     /// With `[load] connections`: how many backends each user reached
     /// (`null` otherwise).
-    pub affinity: Option<super::connections::Affinity>,
+    pub affinity: Option<Affinity>,
 }
 
 /// What a peer row ran.
@@ -188,10 +188,10 @@ pub struct Latency {
     pub max: f64,
 }
 
-/// A probing picker's probes over a row (`tower_lb::pick::prequal::ProbeCounts`).
+/// A probing picker's load probes over a row (`tower_lb::pick::prequal::ProbeCounts`).
 #[derive(Debug, Clone, Copy, Default, Serialize)]
-pub struct ProbeReport {
-    /// Probes sent.
+pub struct LoadProbeReport {
+    /// Load probes sent.
     pub sent: u64,
     /// Answered with a usable report.
     pub answered: u64,
@@ -253,8 +253,8 @@ impl Report {
             target_utilization: None,
             hash_key: match sc.load.connections {
                 None => "x-forwarded-for",
-                Some(super::scenario::Connections::PerUser) => "connection per_user",
-                Some(super::scenario::Connections::PerRequest) => "connection per_request",
+                Some(crate::scenario::Connections::PerUser) => "connection per_user",
+                Some(crate::scenario::Connections::PerRequest) => "connection per_request",
             },
             backends: sc
                 .backends
@@ -300,4 +300,10 @@ impl Report {
             None => name,
         }
     }
+}
+
+/// Rounds to `digits` decimals (keeps the JSON short and readable).
+pub fn round(x: f64, digits: i32) -> f64 {
+    let f = 10f64.powi(digits);
+    (x * f).round() / f
 }

@@ -8,7 +8,7 @@
 
 use std::fmt::Write as _;
 
-use super::report::{Report, Second};
+use super::document::{MAX_LISTED, Report, Second};
 
 const PALETTE: &[&str] = &[
     "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
@@ -54,7 +54,7 @@ pub fn chart(r: &Report, timeline: bool) -> String {
     );
     y = latency_bars(r, &names, label, &mut body, y + 10.0);
     y = share_bars(r, &names, label, &mut body, y + 20.0);
-    y = super::fleet::chart(r, &names, label, &mut body, y + 20.0);
+    y = super::fleet_stats::chart(r, &names, label, &mut body, y + 20.0);
     if timeline {
         let mean = Panel {
             title: "Mean latency per second (ms",
@@ -117,7 +117,7 @@ fn share_bars(r: &Report, names: &[String], label: f64, out: &mut String, mut y:
         r#"<text x="10" y="{y}" font-weight="bold">Share of requests per backend</text>"#
     );
     let mut lx = label + 180.0;
-    let listed = if r.backends.len() > super::report::MAX_LISTED {
+    let listed = if r.backends.len() > MAX_LISTED {
         0
     } else {
         r.backends.len()

@@ -12,7 +12,7 @@
 //!   predicted completion cost, with per-endpoint pacing.
 //!
 //! Both learn of their endpoints from a channel-backed `Discover` stream
-//! ([`super::discover`]), so replicas that join and leave (`join`,
+//! ([`discover`]), so replicas that join and leave (`join`,
 //! `leave`) reach them as a discovery source's changes would.
 //!
 //! They run bare: tower-lb's layers (`[resilience]`: retries, breakers,
@@ -20,8 +20,8 @@
 //! Their in-flight column is what the backends hold at the row's end, and
 //! they have no selection time (the pick happens in the buffer's task).
 
-use std::fmt;
-use std::str::FromStr;
+pub mod discover;
+
 use std::time::Duration;
 
 use tower::balance::p2c::Balance;
@@ -29,16 +29,16 @@ use tower::buffer::Buffer;
 use tower::discover::Change;
 use tower::load::{CompleteOnResponse, PeakEwma};
 
-use super::discover;
-use super::driver::Ctx;
-use super::endpoint::{Endpoint, Parts, Target, targets};
-use super::error::LabError;
-use super::membership;
-use super::random::{Rng, sub_seed};
-use super::report::PickerReport;
-use super::scenario::membership::initial;
-use super::server::AbortOnDrop;
-use super::traffic::Row;
+use crate::error::LabError;
+use crate::report::PickerReport;
+use crate::report::membership_stats;
+use crate::run::endpoint::{Endpoint, Parts, Target, targets};
+use crate::run::joins;
+use crate::run::row::{Ctx, Row};
+use crate::run::server::AbortOnDrop;
+use crate::scenario::Rival;
+use crate::scenario::membership::initial;
+use crate::scenario::random::{Rng, sub_seed};
 
 /// tower's PeakEwma default RTT in the lab (linkerd2-proxy's).
 pub const TOWER_DEFAULT_RTT: Duration = Duration::from_millis(30);
@@ -48,51 +48,16 @@ pub const TOWER_DECAY: Duration = Duration::from_secs(10);
 /// what any scenario keeps in flight, so the buffer never refuses.
 const BUFFER: usize = 1 << 16;
 
-/// A rival balancer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Rival {
-    /// `tower::balance::p2c::Balance` over `tower::load::PeakEwma`.
-    TowerP2c,
-    /// `loadpace-tower` under tower's P2C balancer.
-    Loadpace,
-}
-
-impl Rival {
-    /// Every rival, in table order.
-    pub const ALL: [Rival; 2] = [Rival::TowerP2c, Rival::Loadpace];
-
-    /// The name in scenarios and on the command line.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Rival::TowerP2c => "tower_p2c",
-            Rival::Loadpace => "loadpace",
+/// What runs, for the table's notes and the JSON.
+pub fn what(rival: Rival) -> String {
+    match rival {
+        Rival::TowerP2c => format!(
+            "tower 0.5 p2c::Balance over load::PeakEwma (default RTT {:?}, decay {:?}) behind a Buffer",
+            TOWER_DEFAULT_RTT, TOWER_DECAY
+        ),
+        Rival::Loadpace => {
+            "loadpace-tower 0.1.0-rc.4 AdaptiveEndpoint (default config) under tower's p2c::Balance, behind a Buffer".into()
         }
-    }
-
-    /// What runs, for the table's notes and the JSON.
-    pub fn what(self) -> String {
-        match self {
-            Rival::TowerP2c => format!(
-                "tower 0.5 p2c::Balance over load::PeakEwma (default RTT {:?}, decay {:?}) behind a Buffer",
-                TOWER_DEFAULT_RTT, TOWER_DECAY
-            ),
-            Rival::Loadpace => {
-                "loadpace-tower 0.1.0-rc.4 AdaptiveEndpoint (default config) under tower's p2c::Balance, behind a Buffer".into()
-            }
-        }
-    }
-}
-
-impl fmt::Display for Rival {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Rival {
-    type Err = ();
-    fn from_str(s: &str) -> Result<Self, ()> {
-        Rival::ALL.into_iter().find(|r| r.as_str() == s).ok_or(())
     }
 }
 
@@ -150,8 +115,8 @@ pub async fn run(
     traffic.finish().await;
     let mut report = row.rec.finish(rival.as_str(), false, in_flight, false);
     row.add_utilization(&mut report);
-    report.rival = Some(rival.what());
-    report.membership = membership::stats(sc, &report);
+    report.rival = Some(what(rival));
+    report.membership = membership_stats::stats(sc, &report);
     Ok(Ok(report))
 }
 
@@ -176,7 +141,7 @@ fn discovery<W: Send + 'static>(
         senders.push(tx);
         streams.push(d);
     }
-    let actions = membership::actions(
+    let actions = joins::actions(
         sc,
         sc.load.clients,
         |c, i| {
@@ -193,7 +158,7 @@ fn discovery<W: Send + 'static>(
             })
         },
     );
-    (streams, membership::drive(row.plan.start, actions))
+    (streams, joins::drive(row.plan.start, actions))
 }
 
 /// Client `c`'s endpoint for backend `i`.

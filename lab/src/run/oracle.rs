@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use tower_lb::endpoint::EndpointState;
 use tower_lb::pick::{Pick, Picker, Pool};
 
-use super::backend::Backend;
+use super::replica::model::Backend;
 
 /// Shortest expected delay, from the backends' true state.
 #[derive(Clone)]

@@ -1,7 +1,7 @@
-//! Scale-out while a row runs: the scenario's joins and leaves applied to
-//! the balancers at their times, and what the table shows of them:
-//! throughput per replica count, and how long each picker takes to give a
-//! new replica its share.
+//! What the table shows of scale-out: throughput per replica count, and
+//! how long each picker takes to give a new replica its share (JSON
+//! `runs[].membership`). The joins and leaves themselves are applied by
+//! [`crate::run::joins`].
 //!
 //! **Time to share.** For a replica that joins at `t` (measured time), the
 //! first whole second `[k, k+1)` of the timeline with `k ≥ t` in which its
@@ -12,94 +12,14 @@
 //! row's end) reaches it.
 
 use std::fmt::Write as _;
-use std::time::Duration;
 
-use serde::Serialize;
-use tokio::time::Instant;
-
-use super::record::round;
-use super::report::{PickerReport, Report};
-use super::scenario::Scenario;
-use super::scenario::membership::{Change, changes, initial};
-use super::server::AbortOnDrop;
+use super::document::{PickerReport, Report, round};
+use super::sections::{Join, Membership, MembershipPhase};
+use crate::scenario::Scenario;
+use crate::scenario::membership::{Change, changes, initial};
 
 /// The share of its fair share a new replica must reach.
 pub const SHARE_REACHED: f64 = 0.8;
-
-/// Something done to the balancers at a change.
-pub type Action = Box<dyn FnOnce() + Send>;
-
-/// Runs each action at `start + at`, in time order, until dropped.
-pub fn drive(start: Instant, mut actions: Vec<(Duration, Action)>) -> AbortOnDrop {
-    actions.sort_by_key(|(at, _)| *at);
-    AbortOnDrop::new(tokio::spawn(async move {
-        for (at, act) in actions {
-            tokio::time::sleep_until(start + at).await;
-            act();
-        }
-    }))
-}
-
-/// The actions of every change for `clients` balancers: `join(c, idx)`
-/// and `leave(c, idx)` make client `c`'s.
-pub fn actions(
-    sc: &Scenario,
-    clients: u32,
-    mut join: impl FnMut(u32, usize) -> Action,
-    mut leave: impl FnMut(u32, usize) -> Action,
-) -> Vec<(Duration, Action)> {
-    let mut out = Vec::new();
-    for ch in changes(&sc.backends) {
-        for c in 0..clients {
-            let act = if ch.join {
-                join(c, ch.idx)
-            } else {
-                leave(c, ch.idx)
-            };
-            out.push((ch.at, act));
-        }
-    }
-    out
-}
-
-/// Throughput and time to share of a row (JSON `runs[].membership`).
-#[derive(Debug, Clone, Serialize)]
-pub struct Membership {
-    /// The stretches between membership changes.
-    pub phases: Vec<Phase>,
-    /// Each replica that joined within the measured window.
-    pub joins: Vec<Join>,
-}
-
-/// A stretch of the measured window with the same members.
-#[derive(Debug, Clone, Serialize)]
-pub struct Phase {
-    /// First whole second (measured time).
-    pub from_s: u64,
-    /// One past the last whole second.
-    pub to_s: u64,
-    /// Replicas in the balancers.
-    pub replicas: usize,
-    /// Requests completed per second over the phase's whole seconds.
-    pub rps: f64,
-    /// Of which successful.
-    pub ok_rps: f64,
-}
-
-/// A replica that joined.
-#[derive(Debug, Clone, Serialize)]
-pub struct Join {
-    /// Its name.
-    pub backend: String,
-    /// When it joined, seconds of measured time.
-    pub at_s: f64,
-    /// Its fair share of the picks once in.
-    pub fair_share: f64,
-    /// Seconds from the join to the end of the first second in which its
-    /// share reached 80% of `fair_share`; `null`: never before the next
-    /// change.
-    pub time_to_share_s: Option<f64>,
-}
 
 /// The row's membership numbers; `None` when nothing joins or leaves.
 pub fn stats(sc: &Scenario, r: &PickerReport) -> Option<Membership> {
@@ -168,7 +88,7 @@ pub fn stats(sc: &Scenario, r: &PickerReport) -> Option<Membership> {
                 let n: u64 = secs.iter().map(|s| s.requests).sum();
                 let errors: u64 = secs.iter().map(|s| s.errors).sum();
                 let per_s = |x: u64| round(x as f64 / (to - from) as f64, 2);
-                Phase {
+                MembershipPhase {
                     from_s: from,
                     to_s: to,
                     replicas: set.iter().filter(|m| **m).count(),

@@ -10,10 +10,10 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use super::random::{Delay, Rng};
-use super::resource::Resource;
-use super::scenario::{BackendSpec, EventSpec, Slowdown};
+use super::slots::Resource;
 use super::timer::Timer;
+use crate::scenario::random::{Delay, Rng};
+use crate::scenario::{BackendSpec, EventSpec, Slowdown};
 
 /// A backend's behaviour at one moment, after the events so far.
 #[derive(Debug, Clone, Copy)]

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::report::{MAX_LISTED, PickerReport, Report};
+use super::document::{MAX_LISTED, PickerReport, Report};
 
 /// Rows printed as they finish: the heading and the column header first,
 /// then one line per row, then [`Report::table_tail`]. A run of a dozen
@@ -54,8 +54,8 @@ impl Report {
     pub fn table_tail(&self) -> String {
         let mut out = String::new();
         self.extras(&mut out);
-        super::fleet::table(self, &mut out);
-        super::membership::table(self, &mut out);
+        super::fleet_stats::table(self, &mut out);
+        super::membership_stats::table(self, &mut out);
         for n in &self.notes {
             let _ = writeln!(out, "note: {n}");
         }

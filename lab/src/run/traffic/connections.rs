@@ -14,17 +14,14 @@
 //! gateway's own address. Each request also carries its user ([`User`]),
 //! so the endpoints can count the backends each user reached.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use serde::Serialize;
 use tower_lb::http::{Connection, ConnectionAddrs, ForwardedFor};
 use tower_lb::pick::RequestKey;
 
-use super::endpoint::LabRequest;
-use super::random::Rng;
-use super::record::round;
-use super::scenario::Connections;
+use crate::run::message::LabRequest;
+use crate::scenario::Connections;
+use crate::scenario::random::Rng;
 
 /// The gateway's end of every connection.
 pub const GATEWAY: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 8080);
@@ -90,29 +87,4 @@ pub fn stamp(req: &mut LabRequest, how: Connections, u: u32, ip: &str, rng: &mut
         local: GATEWAY,
     });
     req.extensions_mut().insert(User(u));
-}
-
-/// How the users' requests spread over the backends (JSON
-/// `runs[].affinity`; with `[load] connections` only).
-#[derive(Debug, Clone, Serialize)]
-pub struct Affinity {
-    /// Users who sent a measured request.
-    pub users: usize,
-    /// Distinct backends a user's requests reached, mean over users.
-    pub backends_per_user: f64,
-    /// Share of users whose requests all reached one backend.
-    pub one_backend: f64,
-}
-
-/// The affinity of `seen` (user → the backends their attempts reached).
-pub fn affinity(seen: &BTreeMap<u32, BTreeSet<usize>>) -> Affinity {
-    let users = seen.len();
-    let total: usize = seen.values().map(BTreeSet::len).sum();
-    let one = seen.values().filter(|s| s.len() == 1).count();
-    let per = |x: usize| round(x as f64 / users.max(1) as f64, 4);
-    Affinity {
-        users,
-        backends_per_user: per(total),
-        one_backend: per(one),
-    }
 }

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::report::Report;
+use super::document::Report;
 
 /// The JSON schema of a sweep.
 pub const SCHEMA: &str = "tower-lb-lab-sweep/1";

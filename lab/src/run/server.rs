@@ -1,7 +1,8 @@
-//! http mode: one hyper 1 server per backend on 127.0.0.1 (ephemeral port),
-//! answering from the backend's server stack ([`super::replica`]). Every
-//! answer names its backend in [`BACKEND_HEADER`], so that rows through a
-//! proxy can attribute it.
+//! http mode: one hyper 1 server per backend on 127.0.0.1 (ephemeral
+//! port), answering from the backend's server stack ([`super::replica`]).
+//! Every answer names its backend in
+//! [`BACKEND_HEADER`](super::message::BACKEND_HEADER), so that rows
+//! through a proxy can attribute it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,10 +17,9 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tower_lb::metrics::prometheus::Exporter;
 
-use super::backend::Backend;
-use super::error::LabError;
+use super::replica::model::Backend;
 use super::replica::{self, Served};
-pub use super::replica::{BACKEND_HEADER, backend_tag};
+use crate::error::LabError;
 
 /// Running servers; dropping this stops accepting connections.
 pub struct Servers {
