@@ -22,6 +22,7 @@ mod examples;
 mod exchange;
 mod grpc;
 mod grpc_health;
+mod grpc_template;
 mod health;
 mod health_events;
 mod health_owner;

@@ -63,6 +63,9 @@ impl Replica {
         cert_pem: &str,
         key_pem: &str,
     ) -> io::Result<Self> {
+        // tonic's server takes rustls' process-wide provider, which the
+        // tree's two (ring, aws-lc-rs for reqwest) leave undecided.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let identity = Identity::from_pem(cert_pem, key_pem);
         Self::spawn(name, ip, Some(ServerTlsConfig::new().identity(identity))).await
     }
