@@ -27,21 +27,30 @@
 //! default) and takes `grpc-timeout` as the call's deadline, sending every
 //! retry and hedge the time the call has left in it (A6); see
 //! [`retry`](crate::retry). `examples/tonic_client.rs` shows the whole
-//! stack against local servers, with no `protoc`.
+//! stack against local servers, with no `protoc`; `examples/grpc_health.rs`
+//! a generated client with a template and health checks. The guide
+//! (`docs/guide.md`, "gRPC") maps tonic's `Channel::balance_list` and
+//! `balance_channel` to this module.
 //!
 //! ```no_run
+//! use std::time::Duration;
+//! use helloworld::{HelloRequest, greeter_client::GreeterClient}; // your generated code
+//! use tonic::transport::Endpoint;
 //! use tower::ServiceBuilder;
 //! use tower_lb::{grpc, retry::RetryLayer};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let lb = grpc::balance(["http://10.0.0.1:50051", "http://10.0.0.2:50051"])?.build()?;
+//! let template = Endpoint::from_static("http://greeter").timeout(Duration::from_secs(5));
+//! let lb = grpc::balance_with(template, ["http://10.0.0.1:50051", "http://10.0.0.2:50051"])?
+//!     .build()?;
 //! let channel = ServiceBuilder::new()
 //!     .layer(grpc::StatusLayer)
 //!     .layer(RetryLayer::builder().build()?)
 //!     .service(lb);
-//! // let client = greeter_client::GreeterClient::new(channel);
-//! # let _ = channel;
+//! let mut client = GreeterClient::new(channel);
+//! let reply = client.say_hello(HelloRequest { name: "tower-lb".into() }).await?;
+//! # let _ = reply;
 //! # Ok(()) }
 //! ```
 //!
