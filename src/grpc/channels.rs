@@ -41,9 +41,13 @@ use crate::pick::PeakEwma;
 /// `rate_limit`, `buffer_size`, `user_agent`, `origin`, `tls_config`,
 /// `executor`. The TCP options tonic applies in its own connector are read
 /// back from the template (`tcp_nodelay`, `tcp_keepalive` and its interval
-/// and retries) and set on this one. **Not applied:** `local_address`
-/// (tonic has no getter for it) and a `unix:` template's socket path
-/// (such a template's URI reads as `http://tonic`).
+/// and retries) and set on this one. One difference from a channel tonic
+/// dials itself: tonic bounds a custom connector's whole connect with
+/// `connect_timeout`, so the TLS handshake counts against it too.
+///
+/// **Not applied:** `local_address` (tonic has no getter for it) and a
+/// `unix:` template's socket path (such a template's URI reads as
+/// `http://tonic`).
 ///
 /// Each replica has its own channel, so its own HTTP/2 connection; a host
 /// name is resolved on every (re)connect, by the system resolver.
