@@ -63,6 +63,17 @@ impl Pki {
         &self.ca_pem
     }
 
+    /// A certificate chain for `name` signed by this CA and its key, in
+    /// PEM (what tonic's `Identity::from_pem` takes).
+    pub fn identity_pem(&self, name: &str) -> Result<(String, String), BoxError> {
+        let key = KeyPair::generate()?;
+        let cert = CertificateParams::new(vec![name.to_owned()])?.signed_by(&key, &self.ca)?;
+        Ok((
+            format!("{}{}", cert.pem(), self.ca_pem),
+            key.serialize_pem(),
+        ))
+    }
+
     /// A server's TLS configuration with a certificate for `name` signed by
     /// this CA, offering ALPN `h2` and `http/1.1`.
     pub fn server_config(&self, name: &str) -> Result<Arc<ServerConfig>, BoxError> {

@@ -11,7 +11,10 @@
 //!   ends, so load-aware pickers see open streams. Retry advice per gRPC
 //!   A6 (retryable codes, `grpc-retry-pushback-ms`).
 //! * [`balance`]: a builder over channels made from `http://host:port`
-//!   origins (tonic's `Endpoint`, connected lazily), with that classifier.
+//!   origins (tonic's `Endpoint`, connected lazily), with that classifier;
+//!   [`balance_with`] and [`Channels`]: the same with every replica's
+//!   channel made from your own `Endpoint` (timeouts, keep-alive, TLS,
+//!   limits, user agent), for static lists and for discovery.
 //! * [`GrpcHealthProbe`]: active health checks over `grpc.health.v1`
 //!   (`Check` or `Watch`, per service name), for [`check::spawn`](crate::check::spawn).
 //! * [`StatusLayer`]: the stack's errors as `tonic::Status` ([`IntoStatus`]):
@@ -24,21 +27,30 @@
 //! default) and takes `grpc-timeout` as the call's deadline, sending every
 //! retry and hedge the time the call has left in it (A6); see
 //! [`retry`](crate::retry). `examples/tonic_client.rs` shows the whole
-//! stack against local servers, with no `protoc`.
+//! stack against local servers, with no `protoc`; `examples/grpc_health.rs`
+//! a generated client with a template and health checks. The guide
+//! (`docs/guide.md`, "gRPC") maps tonic's `Channel::balance_list` and
+//! `balance_channel` to this module.
 //!
 //! ```no_run
+//! use std::time::Duration;
+//! use helloworld::{HelloRequest, greeter_client::GreeterClient}; // your generated code
+//! use tonic::transport::Endpoint;
 //! use tower::ServiceBuilder;
 //! use tower_lb::{grpc, retry::RetryLayer};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let lb = grpc::balance(["http://10.0.0.1:50051", "http://10.0.0.2:50051"])?.build()?;
+//! let template = Endpoint::from_static("http://greeter").timeout(Duration::from_secs(5));
+//! let lb = grpc::balance_with(template, ["http://10.0.0.1:50051", "http://10.0.0.2:50051"])?
+//!     .build()?;
 //! let channel = ServiceBuilder::new()
 //!     .layer(grpc::StatusLayer)
 //!     .layer(RetryLayer::builder().build()?)
 //!     .service(lb);
-//! // let client = greeter_client::GreeterClient::new(channel);
-//! # let _ = channel;
+//! let mut client = GreeterClient::new(channel);
+//! let reply = client.say_hello(HelloRequest { name: "tower-lb".into() }).await?;
+//! # let _ = reply;
 //! # Ok(()) }
 //! ```
 //!
@@ -67,6 +79,7 @@
 //! # let _ = lb; Ok(()) }
 //! ```
 
+mod channels;
 mod classify;
 mod health;
 mod status;
@@ -74,6 +87,7 @@ mod status;
 #[cfg_attr(docsrs, doc(cfg(feature = "rustls")))]
 pub mod tls;
 
+pub use channels::Channels;
 pub use classify::{Classifier, PUSHBACK_HEADER, Trailers};
 pub use health::GrpcHealthProbe;
 pub use status::{IntoStatus, StatusFuture, StatusLayer, ToStatus};
@@ -89,8 +103,13 @@ use crate::pick::PeakEwma;
 
 /// A [`Builder`] over one lazily connected tonic [`Channel`] per origin in
 /// `origins` (`http://host:port`; `https` needs a TLS config, see
-/// [`tls`]), labelled by origin, with the gRPC [`Classifier`]. Set a
-/// picker, breakers, ... then `build()`.
+/// [`balance_with`] and [`tls`]), labelled by origin, with the gRPC
+/// [`Classifier`]. Set a picker, breakers, ... then `build()`.
+///
+/// Each channel is `Endpoint::from_shared(origin).connect_lazy()`, with
+/// tonic's defaults and the replica's own authority. For timeouts,
+/// keep-alive, TLS, limits or a user agent, pass an `Endpoint` as the
+/// template: [`balance_with`].
 ///
 /// Call it inside a tokio runtime: each channel spawns its connection
 /// worker there.
@@ -125,4 +144,43 @@ where
         b = b.endpoint(origin, endpoint.connect_lazy());
     }
     Ok(b)
+}
+
+/// [`balance`] with every replica's channel made from `template`, a tonic
+/// [`Endpoint`] with the settings you would give a single channel
+/// (timeouts, keep-alive, TLS, limits, user agent). The template's URI
+/// names the service: its scheme is every replica's and its authority
+/// every call's `:authority`; see [`Channels`] for what applies and how.
+/// `Channels::new(template)?.balance(origins)`, in one call; keep the
+/// [`Channels`] to give discovery the same template.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tonic::transport::Endpoint;
+/// use tower_lb::grpc;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let template = Endpoint::from_static("http://greeter")
+///     .connect_timeout(Duration::from_secs(1))
+///     .timeout(Duration::from_secs(5))
+///     .user_agent("checkout/1.4")?;
+/// let lb = grpc::balance_with(template, ["http://10.0.0.1:50051", "http://10.0.0.2:50051"])?
+///     .build()?;
+/// # drop(lb); Ok(()) }
+/// ```
+///
+/// # Errors
+///
+/// As [`Channels::new`] (`template`) and [`Channels::balance`]
+/// (`origins`, `runtime`).
+pub fn balance_with<I>(
+    template: Endpoint,
+    origins: I,
+) -> Result<Builder<Origin, Channel, PeakEwma, Classifier>, ConfigError>
+where
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+{
+    Channels::new(template)?.balance(origins)
 }

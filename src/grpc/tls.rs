@@ -9,6 +9,10 @@
 //! [`Replicas`](crate::http::Replicas): one lazily connecting `Channel` per address, so each
 //! replica keeps its own HTTP/2 connection.
 //!
+//! For gRPC balancers keyed by origin, with every tonic setting (timeouts,
+//! keep-alive, limits) from one template, an `https://service` template
+//! with its `tls_config` does the same: see [`Channels`](super::Channels).
+//!
 //! ```no_run
 //! use tonic::transport::{Certificate, ClientTlsConfig};
 //! use tower_lb::grpc::tls::TlsChannels;

@@ -148,3 +148,28 @@ async fn a_grpc_balancers_checks_follow_the_health_service() {
         drop(checks);
     }
 }
+
+#[allow(dead_code)]
+#[path = "../../examples/grpc_health.rs"]
+mod grpc_health_example;
+
+/// The example: a generated client over three replicas; the one reporting
+/// `NOT_SERVING` takes no calls until it serves again.
+#[tokio::test]
+async fn the_grpc_health_example_takes_a_not_serving_replica_out_and_back() {
+    let demo = grpc_health_example::run(6).await.expect("the demo runs");
+    let count = |answers: &[String], name: &str| answers.iter().filter(|a| *a == name).count();
+    for name in ["a", "b", "c"] {
+        assert_eq!(count(&demo.before, name), 2, "{:?}", demo.before);
+        assert_eq!(count(&demo.after, name), 2, "{:?}", demo.after);
+    }
+    assert_eq!(
+        count(&demo.while_c_is_down, "c"),
+        0,
+        "{:?}",
+        demo.while_c_is_down
+    );
+    assert_eq!(count(&demo.while_c_is_down, "a"), 3);
+    let changes: Vec<&str> = demo.flips.iter().map(|(_, c)| c.as_str()).collect();
+    assert_eq!(changes, ["failing", "passing"], "{:?}", demo.flips);
+}

@@ -22,7 +22,7 @@ use tower_lb::{Balance, Error, pick};
 
 #[allow(dead_code)]
 #[path = "../../examples/https_client.rs"]
-mod https_client;
+pub(crate) mod https_client;
 
 use https_client::{Connections, Pki, SERVICE, serve};
 

@@ -24,6 +24,7 @@ mod gateway;
 mod gateway_bodies;
 mod grpc;
 mod grpc_health;
+mod grpc_template;
 mod health;
 mod health_events;
 mod health_owner;
