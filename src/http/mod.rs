@@ -63,6 +63,9 @@ mod body;
 mod classify;
 mod hyper;
 mod load_probe;
+#[cfg(feature = "reqwest-middleware")]
+#[cfg_attr(docsrs, doc(cfg(feature = "reqwest-middleware")))]
+pub mod middleware;
 mod named;
 mod origin;
 mod probe;
