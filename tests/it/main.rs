@@ -37,6 +37,7 @@ mod peak_ewma;
 mod per_thread;
 mod prequal;
 mod recovery;
+mod reqwest_example;
 mod reqwest_middleware;
 mod resilience;
 mod retry_deadline;
