@@ -39,6 +39,7 @@ mod prequal;
 mod recovery;
 mod reqwest_example;
 mod reqwest_middleware;
+mod reqwest_readme;
 mod resilience;
 mod retry_deadline;
 mod retry_spare;
