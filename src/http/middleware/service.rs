@@ -31,11 +31,16 @@ use crate::balance::{MAX_AVOID, call_avoiding};
 /// extensions avoids those endpoints while another is available (up to
 /// [`MAX_AVOID`]). `reqwest-retry`'s middleware above this one retries
 /// with the same extensions, so its retries go to other replicas. (When
-/// `S` is the crate's retry layer the record is its own, per call, and
-/// the balancer's failure penalty steers the next call instead.)
+/// `S` is the crate's retry layer, its attempts avoid one another, but each
+/// call it gets starts afresh: there only the balancer's failure penalty
+/// steers `reqwest-retry`'s next call off the failed replica.)
 ///
 /// Middleware after this one see a copy of the extensions per attempt:
 /// what they add to it does not come back up.
+///
+/// Cost on top of the stack: a clone of the call's extensions and one
+/// boxed future per attempt (the rest of the chain's, boxed as every
+/// middleware's is).
 #[derive(Debug, Clone)]
 pub struct BalanceMiddleware<S> {
     inner: S,
