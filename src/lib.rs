@@ -26,7 +26,8 @@
 //! * [`outlier`] — outlier ejection (`Builder::outlier_detection`) and, with
 //!   it, the panic threshold.
 //! * `http` (feature `http`) — balancing a hyper-util or reqwest client over
-//!   a list of origins.
+//!   a list of origins; `http::middleware` (feature `reqwest-middleware`)
+//!   does it as a `reqwest_middleware::Middleware`.
 //! * [`orca`] — server-reported load (ORCA headers and trailers) fed into
 //!   the endpoint model, for [`pick::OrcaRoundRobin`] (gRPC A58's weights)
 //!   and `PeakEwma`'s utilization term; and adaptive per-endpoint

@@ -59,6 +59,7 @@
 //! |---|---|---|
 //! | `http` | this module; hyper-util error classification | http, hyper-util (client-legacy, http1), httpdate (for `Retry-After` dates) |
 //! | `reqwest` | `SetOrigin` and `Classifier` for `reqwest::Request`/`Response` | reqwest 0.13 without default features (no TLS: enable reqwest's own TLS feature in your crate for `https`) |
+//! | `reqwest-middleware` | [`middleware`]: a `reqwest_middleware::Middleware` that balances a `ClientWithMiddleware` | reqwest-middleware 0.5 without default features, async-trait |
 //! | `dns` | [`crate::discover::dns`]: endpoints from periodic resolution | tokio `net` |
 //! | `rustls` | [`tls`]: HTTPS replicas verified for the service's name | rustls 0.23 (*ring*), hyper-rustls 0.27, http-body, hyper-util `http2`; with `reqwest`, reqwest's `rustls` (which brings aws-lc-rs) and `http2`; with `grpc`, tonic's `tls-ring` |
 //! | `grpc` | `grpc::tls`: tonic channels per replica (with `rustls`) | tonic 0.14 (`channel`) |
@@ -68,6 +69,9 @@ mod classify;
 pub mod gateway;
 mod hyper;
 mod load_probe;
+#[cfg(feature = "reqwest-middleware")]
+#[cfg_attr(docsrs, doc(cfg(feature = "reqwest-middleware")))]
+pub mod middleware;
 mod named;
 mod origin;
 mod probe;

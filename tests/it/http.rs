@@ -23,11 +23,6 @@ use tower_lb::{Balance, Error, pick};
 #[path = "../../examples/hyper_client.rs"]
 mod hyper_client;
 
-#[cfg(feature = "reqwest")]
-#[allow(dead_code)]
-#[path = "../../examples/reqwest_client.rs"]
-mod reqwest_client;
-
 type HyperClient = Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>;
 
 /// What an echo backend received.
@@ -493,15 +488,5 @@ mod reqwest_tests {
         );
         assert_eq!(outcome, Outcome::Failure(FailureKind::Connect));
         assert_eq!(lb.handle().endpoints()[0].1.failures(), 1);
-    }
-
-    #[tokio::test]
-    async fn reqwest_client_example_answers_from_every_backend() {
-        let answers = reqwest_client::run(6).await.unwrap();
-        assert_eq!(answers.len(), 6);
-        for (i, answer) in answers.iter().enumerate() {
-            let backend = i % 3 + 1;
-            assert_eq!(*answer, format!("backend-{backend} answered /hello?n={i}"));
-        }
     }
 }

@@ -84,9 +84,14 @@ impl ClassifyError for io::Error {
 
 impl ClassifyError for Box<dyn StdError + Send + Sync> {
     fn failure_kind(&self) -> FailureKind {
-        let err: &(dyn StdError + 'static) = &**self;
-        known_kind(err).unwrap_or_else(|| error_kind(err))
+        known_or_chain_kind(&**self)
     }
+}
+
+/// The kind of a type-erased error: its own type's, when it is one this
+/// crate knows, else what its source chain says.
+pub(crate) fn known_or_chain_kind(err: &(dyn StdError + 'static)) -> FailureKind {
+    known_kind(err).unwrap_or_else(|| error_kind(err))
 }
 
 /// The kind of an error whose concrete type is one this crate knows.

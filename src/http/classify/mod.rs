@@ -10,6 +10,8 @@ use std::time::{Duration, SystemTime};
 use http::header::RETRY_AFTER;
 use http::{HeaderMap, Response, StatusCode};
 
+#[cfg(feature = "reqwest-middleware")]
+pub(crate) use errors::known_or_chain_kind;
 pub use errors::{ClassifyError, ClientErrors, ErrorHook};
 pub use retry_after::parse_retry_after;
 

@@ -71,8 +71,11 @@ pub trait ReplayRequest: Sized {
     note = "for a `Clone` request use `.replay(tower_lb::retry::CloneRequest)`; for anything else a closure `.replay(|r: &{Req}| ...)` that returns a copy or `None`"
 )]
 pub trait Replay<Req>: Send + Sync + 'static {
-    /// What later attempts are copied from.
-    type Kept: Send + 'static;
+    /// What later attempts are copied from. It may borrow what the request
+    /// borrows: a request with a lifetime (reqwest-middleware's
+    /// `http::middleware::Attempt`, which carries the rest of the chain)
+    /// is retried too.
+    type Kept: Send;
 
     /// Splits `req` into the request of the first attempt and, if it may be
     /// retried, what later attempts are copied from.
@@ -151,7 +154,7 @@ impl Replayable {
     }
 }
 
-impl<Req: ReplayRequest + Send + 'static> Replay<Req> for Replayable {
+impl<Req: ReplayRequest + Send> Replay<Req> for Replayable {
     type Kept = Req;
 
     fn keep(&self, req: Req) -> (Req, Option<Req>) {
@@ -171,7 +174,7 @@ impl<Req: ReplayRequest + Send + 'static> Replay<Req> for Replayable {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CloneRequest;
 
-impl<Req: Clone + Send + 'static> Replay<Req> for CloneRequest {
+impl<Req: Clone + Send> Replay<Req> for CloneRequest {
     type Kept = Req;
 
     fn keep(&self, req: Req) -> (Req, Option<Req>) {
@@ -187,7 +190,7 @@ impl<Req: Clone + Send + 'static> Replay<Req> for CloneRequest {
 impl<Req, F> Replay<Req> for F
 where
     F: Fn(&Req) -> Option<Req> + Send + Sync + 'static,
-    Req: Send + 'static,
+    Req: Send,
 {
     type Kept = Req;
 
