@@ -83,6 +83,46 @@ pub(crate) struct Rates {
     pub(crate) failure: f64,
     /// 1/τ with which the estimate and spread follow samples.
     pub(crate) sample: f64,
+    /// The failure penalty, ns: a failed endpoint whose estimate is no
+    /// longer (no `Retry-After`, no slow failure) may be probed early.
+    pub(crate) penalty: f64,
+}
+
+/// While an endpoint takes no calls, its estimate's excess over its floor
+/// latency (its unloaded service time, see `parallelism.rs`) fades with a
+/// time constant of this many floors: the excess is a queue, a slowdown or
+/// a hiccup, each of which lasts some service times, not the seconds of
+/// the idle fade. The floor itself keeps fading with the idle constant
+/// (`Builder::decay`), so every endpoint is explored again in time.
+///
+/// On identical replicas answering in 200 µs over real sockets, one
+/// scheduler hiccup of a few milliseconds used to raise a replica's
+/// estimate twenty-fold and keep it unpicked for the ten-odd seconds the
+/// idle fade took to bring it back; now it takes tens of milliseconds.
+pub(crate) const PEAK_FLOORS: f64 = 1000.0;
+
+/// The shortest time constant [`PEAK_FLOORS`] gives: 10 ms (a floor of 0,
+/// a replica answering within the clock's tick, must not make it instant).
+const MIN_PEAK_TAU_NS: f64 = 10e6;
+
+/// The rate (1/τ) at which the excess over a floor of `floor_ns` fades,
+/// never slower than the idle fade `latency`.
+#[inline(always)]
+fn peak_rate(floor_ns: f64, latency: f64) -> f64 {
+    (1.0 / (floor_ns * PEAK_FLOORS).max(MIN_PEAK_TAU_NS)).max(latency)
+}
+
+/// The estimate `est` after `dt` ns without a sample, its excess over
+/// `floor_ns` faded with [`PEAK_FLOORS`], as a value that the idle fade
+/// (on `latency`, applied by the reader) then multiplies.
+#[inline(always)]
+fn fade_excess(est: f64, floor_ns: f64, dt: u64, latency: f64) -> f64 {
+    if est > floor_ns {
+        let rel = peak_rate(floor_ns, latency) - latency;
+        floor_ns + (est - floor_ns) * decay(dt, rel)
+    } else {
+        est
+    }
 }
 
 /// A failed endpoint is due a probe this many failure time constants after
@@ -92,6 +132,18 @@ pub(crate) struct Rates {
 /// is recorded after the revival; a dead one costs about one call per 3 s
 /// (`tests/it/recovery.rs` bounds a 30 s outage at twelve).
 pub(crate) const PROBE_AFTER: f64 = 1.5;
+
+/// Under load a failed endpoint is probed sooner: once picks have drawn it
+/// and passed it over [`PROBE_MISSES`] times since its last failure, it is
+/// due [`PROBE_EARLY_NS`] (250 ms) after that failure. A replica restarted
+/// under load is then back within about a quarter of a second, for at
+/// most four failed calls per second while it stays down, and at most one
+/// in [`PROBE_MISSES`] of the picks that considered it; under light load
+/// (fewer draws) the wait stays [`PROBE_AFTER`] failure time constants.
+pub(crate) const PROBE_MISSES: u64 = 64;
+
+/// See [`PROBE_MISSES`].
+pub(crate) const PROBE_EARLY_NS: f64 = 250e6;
 
 /// What a read of the EWMAs gives, decayed to the time of the read (the
 /// tests' view; readers go through `view.rs`, which also applies the probe).
@@ -119,6 +171,9 @@ pub(crate) struct Idle {
     pub(crate) due: bool,
     /// When due, the latency clock's decay since the last sample (else 1).
     pub(crate) idle: f64,
+    /// The last sample failed and no probe is due yet: a pick that draws
+    /// the endpoint and passes it over counts a miss ([`Ewma::miss`]).
+    pub(crate) waiting: bool,
 }
 
 impl Idle {
@@ -140,22 +195,48 @@ impl Idle {
             failure: 0.0,
             due: true,
             idle: self.idle,
+            waiting: false,
         }
     }
 }
 
 /// Whether an endpoint whose last sample failed `dt` ns ago, leaving the
-/// estimate `est` ns, is due a probe: [`PROBE_AFTER`] failure time
-/// constants have passed, and the estimate's own length (a `Retry-After`
-/// penalty, a call that took long to fail) too.
+/// estimate `est` ns, and that picks passed over `misses` times since, is
+/// due a probe: [`PROBE_AFTER`] failure time constants have passed, and the
+/// estimate's own length (a `Retry-After` penalty, a call that took long
+/// to fail) too; or, under load ([`PROBE_MISSES`]), [`PROBE_EARLY_NS`] when
+/// the estimate is no more than the plain failure penalty.
 #[inline]
-fn probe_due(dt: u64, est: f64, rates: Rates) -> bool {
+fn probe_due(dt: u64, est: f64, misses: u64, rates: Rates) -> bool {
     let dt = dt as i64 as f64;
-    dt * rates.failure >= PROBE_AFTER && dt >= est
+    (dt * rates.failure >= PROBE_AFTER && dt >= est)
+        || (misses >= PROBE_MISSES && dt >= PROBE_EARLY_NS && est <= rates.penalty)
 }
 
 /// The stamp's low bit: the last sample was a failure.
 const FAILED: u64 = 1;
+
+/// The stamp's next bits, after a failure: how many picks drew the
+/// endpoint and passed it over since (saturating at [`PROBE_MISSES`]).
+const MISS: u64 = 2;
+
+/// The stamp's flag bits (the time keeps the rest: 256 ns of precision).
+const FLAGS: u64 = 0xFF;
+
+/// The stamp's time.
+const TIME: u64 = !FLAGS;
+
+/// The stamp of a sample taken at `now_ns`: rounded up, so that a read at
+/// the same time sees no idleness at all.
+#[inline(always)]
+fn stamp_of(now_ns: u64) -> u64 {
+    now_ns.saturating_add(FLAGS) & TIME
+}
+
+#[inline(always)]
+fn misses(raw: u64) -> u64 {
+    (raw & FLAGS) >> 1
+}
 
 /// The weight of the old estimate after `dt` since a sample whose stamp
 /// is `raw`: on the failure clock after a failure, else the latency one.
@@ -243,7 +324,7 @@ impl Ewma {
     pub(crate) fn new(initial_ns: f64, now_ns: u64) -> Self {
         Self {
             packed: AtomicU64::new(pack(initial_ns, UNSAMPLED)),
-            stamp: AtomicU64::new(now_ns & !FAILED),
+            stamp: AtomicU64::new(stamp_of(now_ns)),
             failure: AtomicU64::new(0f64.to_bits()),
         }
     }
@@ -251,15 +332,22 @@ impl Ewma {
     /// Records one call's latency `x_ns`, taken at `now_ns`, and whether it
     /// `failed` (then the sample counts as at least the current estimate).
     /// Returns the time since the previous sample.
-    pub(crate) fn observe(&self, x_ns: f64, failed: bool, now_ns: u64, rates: Rates) -> u64 {
+    pub(crate) fn observe(
+        &self,
+        x_ns: f64,
+        failed: bool,
+        now_ns: u64,
+        rates: Rates,
+        floor_ns: f64,
+    ) -> u64 {
         // A load and a store, not a read-modify-write: two samples racing on
         // one endpoint may both measure Δt from the same previous sample,
         // which only over-weights one of them a little. An uncontended RMW
         // costs as much as the rest of the update.
         let raw = self.stamp.load(Ordering::Acquire);
-        let prev = raw & !FAILED;
-        let stamp = (now_ns & !FAILED) | u64::from(failed);
-        if now_ns >= prev && stamp != raw {
+        let prev = raw & TIME;
+        let stamp = stamp_of(now_ns) | u64::from(failed);
+        if stamp & TIME >= prev && stamp != raw {
             self.stamp.store(stamp, Ordering::Release);
         }
         let dt = now_ns.saturating_sub(prev);
@@ -288,10 +376,18 @@ impl Ewma {
         let mut cur = self.packed.load(Ordering::Acquire);
         loop {
             let (est, spread) = unpack(cur);
+            // What readers saw: the excess over the floor faded (not after
+            // a failure, whose penalty fades on the failure clock).
+            let est = if raw & FAILED == 0 && spread >= 0.0 {
+                fade_excess(est, floor_ns, dt, 0.0)
+            } else {
+                est
+            };
             let x_ns = if failed { x_ns.max(est) } else { x_ns };
             // The answer to a probe: readers had the floor, not the stale
             // penalty, so a success starts afresh rather than blending.
-            let fresh = spread < 0.0 || (!failed && raw & FAILED != 0 && probe_due(dt, est, rates));
+            let fresh = spread < 0.0
+                || (!failed && raw & FAILED != 0 && probe_due(dt, est, misses(raw), rates));
             let (new_est, new_spread) = if fresh {
                 (x_ns, 0.0)
             } else {
@@ -320,25 +416,25 @@ impl Ewma {
     /// was abandoned at `now_ns`): a censored sample, which can only raise
     /// the estimate, like a peak. Shorter than the estimate, it says nothing
     /// and changes nothing.
-    pub(crate) fn observe_lower_bound(&self, x_ns: f64, now_ns: u64, rates: Rates) {
-        let r = self.read_idle(now_ns, rates);
+    pub(crate) fn observe_lower_bound(&self, x_ns: f64, now_ns: u64, rates: Rates, floor_ns: f64) {
+        let r = self.read_idle(now_ns, rates, floor_ns);
         let est_now = r.est * r.weight;
         if x_ns <= est_now {
             return;
         }
-        self.observe(x_ns, false, now_ns, rates);
+        self.observe(x_ns, false, now_ns, rates, floor_ns);
     }
 
     /// When the last sample was taken, in ns since the epoch.
     pub(crate) fn stamp(&self) -> u64 {
-        self.stamp.load(Ordering::Relaxed) & !FAILED
+        self.stamp.load(Ordering::Relaxed) & TIME
     }
 
     /// The estimate, spread and failure ratio projected to `now_ns`,
     /// without mutation.
     #[cfg(test)]
     pub(crate) fn read(&self, now_ns: u64, rates: Rates) -> Reading {
-        let r = self.read_idle(now_ns, rates);
+        let r = self.read_idle(now_ns, rates, f64::INFINITY);
         Reading {
             est: r.est * r.weight,
             spread: r.spread * r.weight,
@@ -348,14 +444,19 @@ impl Ewma {
 
     /// [`read`](Self::read) with the decay left as a factor.
     #[inline(always)]
-    pub(crate) fn read_idle(&self, now_ns: u64, rates: Rates) -> Idle {
+    pub(crate) fn read_idle(&self, now_ns: u64, rates: Rates, floor_ns: f64) -> Idle {
         let (est, spread) = unpack(self.packed.load(Ordering::Acquire));
         let raw = self.stamp.load(Ordering::Acquire);
         let failure = f64::from_bits(self.failure.load(Ordering::Relaxed));
-        let dt = now_ns.saturating_sub(raw & !FAILED);
-        let due = raw & FAILED != 0 && probe_due(dt, est, rates);
+        let dt = now_ns.saturating_sub(raw & TIME);
+        let failed = raw & FAILED != 0;
+        let due = failed && probe_due(dt, est, misses(raw), rates);
         Idle {
-            est,
+            est: if failed {
+                est
+            } else {
+                fade_excess(est, floor_ns, dt, rates.latency)
+            },
             spread: spread.max(0.0),
             weight: idle_weight(raw, dt, rates),
             // Only pay for the second decay when there is something to decay.
@@ -366,6 +467,22 @@ impl Ewma {
             },
             due,
             idle: if due { decay(dt, rates.latency) } else { 1.0 },
+            waiting: failed && !due,
+        }
+    }
+
+    /// Counts that a pick drew this failed endpoint, not yet due a probe,
+    /// and passed it over (see [`PROBE_MISSES`]). Out of line: only a
+    /// failed endpoint's reads come here, a bounded number of times per
+    /// failure.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn miss(&self) {
+        let raw = self.stamp.load(Ordering::Relaxed);
+        if raw & FAILED != 0 && misses(raw) < PROBE_MISSES {
+            let _ =
+                self.stamp
+                    .compare_exchange(raw, raw + MISS, Ordering::Relaxed, Ordering::Relaxed);
         }
     }
 }

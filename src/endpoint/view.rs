@@ -161,7 +161,12 @@ impl EndpointState {
 /// 30 s without this, 12 or fewer with it).
 #[inline(always)]
 fn read(state: &EndpointState, hot: &Hot, now_ns: u64, rates: Rates) -> Idle {
-    let e = hot.latency.read_idle(now_ns, rates);
+    let e = hot
+        .latency
+        .read_idle(now_ns, rates, hot.parallelism.floor());
+    if e.waiting {
+        hot.latency.miss();
+    }
     if e.due && hot.in_flight.load(Ordering::Relaxed) == 0 {
         let floor = hot.parallelism.floor();
         e.probe(if floor.is_finite() {
