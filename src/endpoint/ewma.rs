@@ -40,7 +40,7 @@
 //! penalty (1 s) fades in seconds. A success ends the fast decay; on a busy
 //! endpoint the next sample comes microseconds after a failure, where both
 //! constants give the same weight. The flag is the low bit of the sample's
-//! time stamp (1 ns of precision).
+//! time stamp, whose low byte holds flags (256 ns of precision).
 //!
 //! **The probe.** A fade alone takes `τ_f · ln(penalty / peers' cost)` to
 //! bring a failed endpoint back: 17 s for a 1 s penalty against 200 µs
@@ -48,7 +48,7 @@
 //! (issue 30), a replica of 200 µs that refused connections for 3 s among
 //! two peers was first picked 9.7 s after it answered again, and never
 //! within 15 s in pools of 8 or 64. So the fade has a deadline:
-//! [`PROBE_AFTER`] failure time constants (3 s by default) after its last
+//! [`PROBE_AFTER`](probe::PROBE_AFTER) failure time constants (3 s by default) after its last
 //! failure, or the failed call's own penalty if that is longer (a
 //! `Retry-After` is honoured), an endpoint reads as *due a probe*: its
 //! failure ratio forgiven and its estimate at most its floor (the unloaded
@@ -59,9 +59,28 @@
 //! restarts the wait. A dead endpoint therefore takes about one call per
 //! 3 s, and a revived one is picked again at most ~3 s after it answers
 //! (`tests/conformance/recovery.rs`: every failure kind, pools of 2 to 64,
-//! light and heavy load).
+//! light and heavy load). Under load the deadline is half a second once
+//! picks have passed the endpoint over [`PROBE_MISSES`](probe::PROBE_MISSES) times: a replica
+//! restarted under load is back within a second, for at most two failed
+//! calls per second while it stays down (`tests/it/recovery.rs`).
+//!
+//! **Staleness.** While an endpoint takes no calls its estimate's excess
+//! over its floor fades within [`PEAK_FLOORS`](fade::PEAK_FLOORS) floors, and an estimate
+//! older than [`STALE_LATENCIES`](fade::STALE_LATENCIES) latencies is replaced by the next
+//! sample instead of blending with it (the picker, which knows the other
+//! candidates, tries such an endpoint again: see `PeakEwma`'s notes).
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
+mod decay;
+mod fade;
+mod probe;
+
+pub(crate) use decay::decay;
+use fade::fade_excess;
+pub(crate) use fade::stale_after;
+use probe::PROBE_MISSES;
+use probe::{FAILED, MISS, TIME, misses, probe_due, stamp_of};
 
 #[derive(Debug)]
 pub(crate) struct Ewma {
@@ -87,63 +106,6 @@ pub(crate) struct Rates {
     /// longer (no `Retry-After`, no slow failure) may be probed early.
     pub(crate) penalty: f64,
 }
-
-/// While an endpoint takes no calls, its estimate's excess over its floor
-/// latency (its unloaded service time, see `parallelism.rs`) fades with a
-/// time constant of this many floors: the excess is a queue, a slowdown or
-/// a hiccup, each of which lasts some service times, not the seconds of
-/// the idle fade. The floor itself keeps fading with the idle constant
-/// (`Builder::decay`), so every endpoint is explored again in time.
-///
-/// On identical replicas answering in 200 µs over real sockets, one
-/// scheduler hiccup of a few milliseconds used to raise a replica's
-/// estimate twenty-fold and keep it unpicked for the ten-odd seconds the
-/// idle fade took to bring it back; now it takes tens of milliseconds.
-pub(crate) const PEAK_FLOORS: f64 = 1000.0;
-
-/// The shortest time constant [`PEAK_FLOORS`] gives: 10 ms (a floor of 0,
-/// a replica answering within the clock's tick, must not make it instant).
-const MIN_PEAK_TAU_NS: f64 = 10e6;
-
-/// The rate (1/τ) at which the excess over a floor of `floor_ns` fades,
-/// never slower than the idle fade `latency`.
-#[inline(always)]
-fn peak_rate(floor_ns: f64, latency: f64) -> f64 {
-    (1.0 / (floor_ns * PEAK_FLOORS).max(MIN_PEAK_TAU_NS)).max(latency)
-}
-
-/// The estimate `est` after `dt` ns without a sample, its excess over
-/// `floor_ns` faded with [`PEAK_FLOORS`], as a value that the idle fade
-/// (on `latency`, applied by the reader) then multiplies.
-#[inline(always)]
-fn fade_excess(est: f64, floor_ns: f64, dt: u64, latency: f64) -> f64 {
-    if est > floor_ns {
-        let rel = peak_rate(floor_ns, latency) - latency;
-        floor_ns + (est - floor_ns) * decay(dt, rel)
-    } else {
-        est
-    }
-}
-
-/// A failed endpoint is due a probe this many failure time constants after
-/// its last failure: 1.5, so 3 s with the default `failure_decay` of 2 s.
-/// A revived endpoint then waits at most 3 s for its first call, within the
-/// 5 s recovery target with room for a call that times out after 1 s and
-/// is recorded after the revival; a dead one costs about one call per 3 s
-/// (`tests/it/recovery.rs` bounds a 30 s outage at twelve).
-pub(crate) const PROBE_AFTER: f64 = 1.5;
-
-/// Under load a failed endpoint is probed sooner: once picks have drawn it
-/// and passed it over [`PROBE_MISSES`] times since its last failure, it is
-/// due [`PROBE_EARLY_NS`] (250 ms) after that failure. A replica restarted
-/// under load is then back within about a quarter of a second, for at
-/// most four failed calls per second while it stays down, and at most one
-/// in [`PROBE_MISSES`] of the picks that considered it; under light load
-/// (fewer draws) the wait stays [`PROBE_AFTER`] failure time constants.
-pub(crate) const PROBE_MISSES: u64 = 64;
-
-/// See [`PROBE_MISSES`].
-pub(crate) const PROBE_EARLY_NS: f64 = 250e6;
 
 /// What a read of the EWMAs gives, decayed to the time of the read (the
 /// tests' view; readers go through `view.rs`, which also applies the probe).
@@ -174,6 +136,8 @@ pub(crate) struct Idle {
     /// The last sample failed and no probe is due yet: a pick that draws
     /// the endpoint and passes it over counts a miss ([`Ewma::miss`]).
     pub(crate) waiting: bool,
+    /// Nanoseconds since the last sample (or since the endpoint joined).
+    pub(crate) since: u64,
 }
 
 impl Idle {
@@ -196,46 +160,9 @@ impl Idle {
             due: true,
             idle: self.idle,
             waiting: false,
+            since: self.since,
         }
     }
-}
-
-/// Whether an endpoint whose last sample failed `dt` ns ago, leaving the
-/// estimate `est` ns, and that picks passed over `misses` times since, is
-/// due a probe: [`PROBE_AFTER`] failure time constants have passed, and the
-/// estimate's own length (a `Retry-After` penalty, a call that took long
-/// to fail) too; or, under load ([`PROBE_MISSES`]), [`PROBE_EARLY_NS`] when
-/// the estimate is no more than the plain failure penalty.
-#[inline]
-fn probe_due(dt: u64, est: f64, misses: u64, rates: Rates) -> bool {
-    let dt = dt as i64 as f64;
-    (dt * rates.failure >= PROBE_AFTER && dt >= est)
-        || (misses >= PROBE_MISSES && dt >= PROBE_EARLY_NS && est <= rates.penalty)
-}
-
-/// The stamp's low bit: the last sample was a failure.
-const FAILED: u64 = 1;
-
-/// The stamp's next bits, after a failure: how many picks drew the
-/// endpoint and passed it over since (saturating at [`PROBE_MISSES`]).
-const MISS: u64 = 2;
-
-/// The stamp's flag bits (the time keeps the rest: 256 ns of precision).
-const FLAGS: u64 = 0xFF;
-
-/// The stamp's time.
-const TIME: u64 = !FLAGS;
-
-/// The stamp of a sample taken at `now_ns`: rounded up, so that a read at
-/// the same time sees no idleness at all.
-#[inline(always)]
-fn stamp_of(now_ns: u64) -> u64 {
-    now_ns.saturating_add(FLAGS) & TIME
-}
-
-#[inline(always)]
-fn misses(raw: u64) -> u64 {
-    (raw & FLAGS) >> 1
 }
 
 /// The weight of the old estimate after `dt` since a sample whose stamp
@@ -263,57 +190,6 @@ fn unpack(v: u64) -> (f64, f64) {
         f64::from(f32::from_bits((v >> 32) as u32)),
         f64::from(f32::from_bits(v as u32)),
     )
-}
-
-/// Weight of the old estimate after `dt_ns` with time constant τ, given as
-/// `inv_tau_ns = 1/τ` (a multiplication instead of a division): `exp(−Δt/τ)`.
-///
-/// Busy endpoints are read and written every few microseconds against a τ of
-/// seconds, so Δt/τ is tiny on the hot path; there a cubic Taylor polynomial
-/// (below 1/64, error under 3e-9) replaces the libm call, which cost about a
-/// fifth of a pick. One polynomial for the whole range, not a linear case
-/// below 1/4096 beside it: which of the two applied depended on how long
-/// ago each candidate was last sampled, a branch the CPU could not predict
-/// (the default `Balance` went from 165-170 to 154 ns per request when it
-/// went).
-#[inline(always)]
-pub(crate) fn decay(dt_ns: u64, inv_tau_ns: f64) -> f64 {
-    // Through i64: one instruction on x86-64, where u64 → f64 takes several.
-    // Δt never comes near 2^63 ns (292 years).
-    let x = dt_ns as i64 as f64 * inv_tau_ns;
-    if x < 1.0 / 64.0 {
-        1.0 - x * (1.0 - x * (0.5 - x * (1.0 / 6.0)))
-    } else {
-        exp_neg(x)
-    }
-}
-
-/// `e^-x` for `x ≥ 0`, within a relative 3e-7: `2^-y` with `y = x·log2 e`,
-/// the nearest integer of `y` into the exponent bits and the rest (|t| ≤
-/// ln2/2) through a degree-6 Taylor polynomial. An idle endpoint's decay is
-/// read on every pick that draws it; libm's `exp` cost a third of the pick.
-///
-/// The polynomial is evaluated by Estrin's scheme (pairs of terms, then
-/// powers of `t²`), four dependent steps instead of Horner's twelve, with
-/// every coefficient a multiplication: in a benchmark where a third of the
-/// candidates are idle endpoints (starved by a latency spike for up to a
-/// minute), Horner's chain and its one division were a quarter of the pick.
-#[inline]
-fn exp_neg(x: f64) -> f64 {
-    let y = x * std::f64::consts::LOG2_E;
-    if y >= 1022.0 {
-        return 0.0;
-    }
-    // Truncation of y + 0.5 rounds (y ≥ 0) without a libm call.
-    let n = (y + 0.5) as i64;
-    let t = (y - n as f64) * std::f64::consts::LN_2;
-    // e^-t = Σ (-t)^k / k!, k = 0..=6.
-    let t2 = t * t;
-    let t4 = t2 * t2;
-    let low = (1.0 - t) + t2 * (0.5 - t * (1.0 / 6.0));
-    let high = (1.0 / 24.0 - t * (1.0 / 120.0)) + t2 * (1.0 / 720.0);
-    let p = low + t4 * high;
-    p * f64::from_bits(((1023 - n) as u64) << 52)
 }
 
 impl Ewma {
@@ -386,10 +262,17 @@ impl Ewma {
             let x_ns = if failed { x_ns.max(est) } else { x_ns };
             // The answer to a probe: readers had the floor, not the stale
             // penalty, so a success starts afresh rather than blending.
+            // A stale estimate (see `STALE_LATENCIES`) is replaced too.
             let fresh = spread < 0.0
-                || (!failed && raw & FAILED != 0 && probe_due(dt, est, misses(raw), rates));
+                || (!failed && raw & FAILED != 0 && probe_due(dt, est, misses(raw), rates))
+                || (!failed && raw & FAILED == 0 && dt as i64 as f64 >= stale_after(x_ns));
+            // The spread a fresh estimate starts with is the one it had
+            // (the replica's noise, at most the sample itself), so that a
+            // replica back from a stale estimate or a failure does not
+            // undercut peers whose noise is known and draw a herd; a first
+            // sample has no spread to keep.
             let (new_est, new_spread) = if fresh {
-                (x_ns, 0.0)
+                (x_ns, spread.clamp(0.0, x_ns))
             } else {
                 let dev = (x_ns - est).abs();
                 let new_spread = spread * w + dev * (1.0 - w);
@@ -468,6 +351,7 @@ impl Ewma {
             due,
             idle: if due { decay(dt, rates.latency) } else { 1.0 },
             waiting: failed && !due,
+            since: dt,
         }
     }
 

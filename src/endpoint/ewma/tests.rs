@@ -1,3 +1,5 @@
+use super::decay::exp_neg;
+use super::probe::PROBE_MISSES;
 use super::*;
 
 const TAU: f64 = 10e9;
@@ -86,12 +88,14 @@ fn peak_replaces_at_once() {
 fn lower_samples_pull_down_with_time_weight() {
     let e = Ewma::new(30e6, 0);
     e.observe(100e6, false, 0, RATES, NO_FLOOR);
-    // One τ later, a 0 ns sample: est = 100ms · e^-1.
-    e.observe(0.0, false, 10_000_000_000, RATES, NO_FLOOR);
+    // One τ later (still current for a 50 ms sample), a 50 ms sample:
+    // est = 100 ms · e^-1 + 50 ms · (1 − e^-1).
+    e.observe(50e6, false, 10_000_000_000, RATES, NO_FLOOR);
     let r = e.read(10_000_000_000, RATES);
     let (est, spread) = (r.est, r.spread);
-    assert!((est - 100e6 * (-1f64).exp()).abs() < 1e3, "{est}");
-    assert!((spread - 100e6 * (1.0 - (-1f64).exp())).abs() < 1e3);
+    let w = (-1f64).exp();
+    assert!((est - (100e6 * w + 50e6 * (1.0 - w))).abs() < 1e3, "{est}");
+    assert!((spread - 50e6 * (1.0 - w)).abs() < 1e3);
 }
 
 #[test]
@@ -103,10 +107,11 @@ fn samples_follow_the_sample_decay_and_idleness_the_decay() {
     };
     let e = Ewma::new(30e6, 0);
     e.observe(100e6, false, 0, rates, NO_FLOOR);
-    // One τₛ later, a 0 ns sample: est = 100 ms · e^-1, not e^-0.1.
-    e.observe(0.0, false, 1_000_000_000, rates, NO_FLOOR);
+    // One τₛ later, a 50 ms sample: weight e^-1, not e^-0.1.
+    e.observe(50e6, false, 1_000_000_000, rates, NO_FLOOR);
     let est = e.read(1_000_000_000, rates).est;
-    assert!((est - 100e6 * (-1f64).exp()).abs() < 1e3, "{est}");
+    let w = (-1f64).exp();
+    assert!((est - (100e6 * w + 50e6 * (1.0 - w))).abs() < 1e3, "{est}");
     // Ten seconds without a sample: one τ of fading, not ten of τₛ.
     let idle = e.read(11_000_000_000, rates).est;
     assert!((idle - est * (-1f64).exp()).abs() < 1e3, "{idle}");
@@ -277,15 +282,15 @@ fn a_failure_keeps_its_penalty_on_the_failure_clock() {
 }
 
 #[test]
-fn under_load_a_failed_endpoint_is_probed_after_a_quarter_second() {
+fn under_load_a_failed_endpoint_is_probed_after_half_a_second() {
     // (misses counted, penalty left, ms since the failure, due)
     let cases = [
         (0, 1e9, 2_999, false),
         (0, 1e9, 3_000, true),
         (PROBE_MISSES - 1, 1e9, 1_000, false),
-        (PROBE_MISSES, 1e9, 249, false),
-        (PROBE_MISSES, 1e9, 250, true),
-        (PROBE_MISSES + 10, 1e9, 250, true),
+        (PROBE_MISSES, 1e9, 499, false),
+        (PROBE_MISSES, 1e9, 500, true),
+        (PROBE_MISSES + 10, 1e9, 500, true),
         // A `Retry-After` (a penalty above the plain one) is honoured.
         (PROBE_MISSES, 10e9, 3_000, false),
         (PROBE_MISSES, 10e9, 10_000, true),
@@ -312,12 +317,37 @@ fn misses_count_only_while_failed_and_restart_with_each_sample() {
     }
     e.observe(1e9, true, 1_000, DEFAULTS, 1e6);
     // Misses before the failure do not count.
-    assert!(!e.read_idle(300_000_000, DEFAULTS, 1e6).due);
+    assert!(!e.read_idle(600_000_000, DEFAULTS, 1e6).due);
     for _ in 0..PROBE_MISSES {
         e.miss();
     }
-    assert!(e.read_idle(300_000_000, DEFAULTS, 1e6).due);
+    assert!(e.read_idle(600_000_000, DEFAULTS, 1e6).due);
     // A new failure restarts the count.
     e.observe(1e9, true, 2_000, DEFAULTS, 1e6);
-    assert!(!e.read_idle(300_000_000, DEFAULTS, 1e6).due);
+    assert!(!e.read_idle(600_000_000, DEFAULTS, 1e6).due);
+}
+
+#[test]
+fn a_stale_estimate_is_replaced_by_the_next_sample() {
+    // (estimate, sample, seconds since the estimate, replaced): stale after
+    // 1000 of the sample's latencies, 10 ms at least.
+    let cases = [
+        (5e6, 100e3, 0.099, false),
+        (5e6, 100e3, 0.1, true),
+        (100e6, 10e6, 9.9, false),
+        (100e6, 10e6, 10.0, true),
+        (1e6, 0.0, 0.01, true),
+    ];
+    for (est, x, secs, replaced) in cases {
+        let e = Ewma::new(30e6, 0);
+        e.observe(est, false, 0, RATES, NO_FLOOR);
+        let at = (secs * 1e9) as u64;
+        e.observe(x, false, at, RATES, NO_FLOOR);
+        let got = e.read(at, RATES).est;
+        assert_eq!(
+            (got - x).abs() < 1.0,
+            replaced,
+            "{est} then {x} after {secs} s: {got}"
+        );
+    }
 }
