@@ -40,7 +40,7 @@
 //! penalty (1 s) fades in seconds. A success ends the fast decay; on a busy
 //! endpoint the next sample comes microseconds after a failure, where both
 //! constants give the same weight. The flag is the low bit of the sample's
-//! time stamp (1 ns of precision).
+//! time stamp, whose low byte holds flags (256 ns of precision).
 //!
 //! **The probe.** A fade alone takes `τ_f · ln(penalty / peers' cost)` to
 //! bring a failed endpoint back: 17 s for a 1 s penalty against 200 µs
@@ -48,7 +48,7 @@
 //! (issue 30), a replica of 200 µs that refused connections for 3 s among
 //! two peers was first picked 9.7 s after it answered again, and never
 //! within 15 s in pools of 8 or 64. So the fade has a deadline:
-//! [`PROBE_AFTER`] failure time constants (3 s by default) after its last
+//! [`PROBE_AFTER`](probe::PROBE_AFTER) failure time constants (3 s by default) after its last
 //! failure, or the failed call's own penalty if that is longer (a
 //! `Retry-After` is honoured), an endpoint reads as *due a probe*: its
 //! failure ratio forgiven and its estimate at most its floor (the unloaded
@@ -59,9 +59,28 @@
 //! restarts the wait. A dead endpoint therefore takes about one call per
 //! 3 s, and a revived one is picked again at most ~3 s after it answers
 //! (`tests/conformance/recovery.rs`: every failure kind, pools of 2 to 64,
-//! light and heavy load).
+//! light and heavy load). Under load the deadline is half a second once
+//! picks have passed the endpoint over [`PROBE_MISSES`](probe::PROBE_MISSES) times: a replica
+//! restarted under load is back within a second, for at most two failed
+//! calls per second while it stays down (`tests/it/recovery.rs`).
+//!
+//! **Staleness.** While an endpoint takes no calls its estimate's excess
+//! over its floor fades within [`PEAK_FLOORS`](fade::PEAK_FLOORS) floors, and an estimate
+//! older than [`STALE_LATENCIES`](fade::STALE_LATENCIES) latencies is replaced by the next
+//! sample instead of blending with it (the picker, which knows the other
+//! candidates, tries such an endpoint again: see `PeakEwma`'s notes).
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
+mod decay;
+mod fade;
+mod probe;
+
+pub(crate) use decay::decay;
+use fade::fade_excess;
+pub(crate) use fade::stale_after;
+use probe::PROBE_MISSES;
+use probe::{FAILED, MISS, TIME, misses, probe_due, stamp_of};
 
 #[derive(Debug)]
 pub(crate) struct Ewma {
@@ -83,15 +102,10 @@ pub(crate) struct Rates {
     pub(crate) failure: f64,
     /// 1/τ with which the estimate and spread follow samples.
     pub(crate) sample: f64,
+    /// The failure penalty, ns: a failed endpoint whose estimate is no
+    /// longer (no `Retry-After`, no slow failure) may be probed early.
+    pub(crate) penalty: f64,
 }
-
-/// A failed endpoint is due a probe this many failure time constants after
-/// its last failure: 1.5, so 3 s with the default `failure_decay` of 2 s.
-/// A revived endpoint then waits at most 3 s for its first call, within the
-/// 5 s recovery target with room for a call that times out after 1 s and
-/// is recorded after the revival; a dead one costs about one call per 3 s
-/// (`tests/it/recovery.rs` bounds a 30 s outage at twelve).
-pub(crate) const PROBE_AFTER: f64 = 1.5;
 
 /// What a read of the EWMAs gives, decayed to the time of the read (the
 /// tests' view; readers go through `view.rs`, which also applies the probe).
@@ -119,6 +133,11 @@ pub(crate) struct Idle {
     pub(crate) due: bool,
     /// When due, the latency clock's decay since the last sample (else 1).
     pub(crate) idle: f64,
+    /// The last sample failed and no probe is due yet: a pick that draws
+    /// the endpoint and passes it over counts a miss ([`Ewma::miss`]).
+    pub(crate) waiting: bool,
+    /// Nanoseconds since the last sample (or since the endpoint joined).
+    pub(crate) since: u64,
 }
 
 impl Idle {
@@ -140,22 +159,11 @@ impl Idle {
             failure: 0.0,
             due: true,
             idle: self.idle,
+            waiting: false,
+            since: self.since,
         }
     }
 }
-
-/// Whether an endpoint whose last sample failed `dt` ns ago, leaving the
-/// estimate `est` ns, is due a probe: [`PROBE_AFTER`] failure time
-/// constants have passed, and the estimate's own length (a `Retry-After`
-/// penalty, a call that took long to fail) too.
-#[inline]
-fn probe_due(dt: u64, est: f64, rates: Rates) -> bool {
-    let dt = dt as i64 as f64;
-    dt * rates.failure >= PROBE_AFTER && dt >= est
-}
-
-/// The stamp's low bit: the last sample was a failure.
-const FAILED: u64 = 1;
 
 /// The weight of the old estimate after `dt` since a sample whose stamp
 /// is `raw`: on the failure clock after a failure, else the latency one.
@@ -184,57 +192,6 @@ fn unpack(v: u64) -> (f64, f64) {
     )
 }
 
-/// Weight of the old estimate after `dt_ns` with time constant τ, given as
-/// `inv_tau_ns = 1/τ` (a multiplication instead of a division): `exp(−Δt/τ)`.
-///
-/// Busy endpoints are read and written every few microseconds against a τ of
-/// seconds, so Δt/τ is tiny on the hot path; there a cubic Taylor polynomial
-/// (below 1/64, error under 3e-9) replaces the libm call, which cost about a
-/// fifth of a pick. One polynomial for the whole range, not a linear case
-/// below 1/4096 beside it: which of the two applied depended on how long
-/// ago each candidate was last sampled, a branch the CPU could not predict
-/// (the default `Balance` went from 165-170 to 154 ns per request when it
-/// went).
-#[inline(always)]
-pub(crate) fn decay(dt_ns: u64, inv_tau_ns: f64) -> f64 {
-    // Through i64: one instruction on x86-64, where u64 → f64 takes several.
-    // Δt never comes near 2^63 ns (292 years).
-    let x = dt_ns as i64 as f64 * inv_tau_ns;
-    if x < 1.0 / 64.0 {
-        1.0 - x * (1.0 - x * (0.5 - x * (1.0 / 6.0)))
-    } else {
-        exp_neg(x)
-    }
-}
-
-/// `e^-x` for `x ≥ 0`, within a relative 3e-7: `2^-y` with `y = x·log2 e`,
-/// the nearest integer of `y` into the exponent bits and the rest (|t| ≤
-/// ln2/2) through a degree-6 Taylor polynomial. An idle endpoint's decay is
-/// read on every pick that draws it; libm's `exp` cost a third of the pick.
-///
-/// The polynomial is evaluated by Estrin's scheme (pairs of terms, then
-/// powers of `t²`), four dependent steps instead of Horner's twelve, with
-/// every coefficient a multiplication: in a benchmark where a third of the
-/// candidates are idle endpoints (starved by a latency spike for up to a
-/// minute), Horner's chain and its one division were a quarter of the pick.
-#[inline]
-fn exp_neg(x: f64) -> f64 {
-    let y = x * std::f64::consts::LOG2_E;
-    if y >= 1022.0 {
-        return 0.0;
-    }
-    // Truncation of y + 0.5 rounds (y ≥ 0) without a libm call.
-    let n = (y + 0.5) as i64;
-    let t = (y - n as f64) * std::f64::consts::LN_2;
-    // e^-t = Σ (-t)^k / k!, k = 0..=6.
-    let t2 = t * t;
-    let t4 = t2 * t2;
-    let low = (1.0 - t) + t2 * (0.5 - t * (1.0 / 6.0));
-    let high = (1.0 / 24.0 - t * (1.0 / 120.0)) + t2 * (1.0 / 720.0);
-    let p = low + t4 * high;
-    p * f64::from_bits(((1023 - n) as u64) << 52)
-}
-
 impl Ewma {
     /// Starts at `initial_ns` (the default RTT) as if sampled at `now_ns`.
     /// The default is a prior, not an observation: the first real sample
@@ -243,7 +200,7 @@ impl Ewma {
     pub(crate) fn new(initial_ns: f64, now_ns: u64) -> Self {
         Self {
             packed: AtomicU64::new(pack(initial_ns, UNSAMPLED)),
-            stamp: AtomicU64::new(now_ns & !FAILED),
+            stamp: AtomicU64::new(stamp_of(now_ns)),
             failure: AtomicU64::new(0f64.to_bits()),
         }
     }
@@ -251,15 +208,22 @@ impl Ewma {
     /// Records one call's latency `x_ns`, taken at `now_ns`, and whether it
     /// `failed` (then the sample counts as at least the current estimate).
     /// Returns the time since the previous sample.
-    pub(crate) fn observe(&self, x_ns: f64, failed: bool, now_ns: u64, rates: Rates) -> u64 {
+    pub(crate) fn observe(
+        &self,
+        x_ns: f64,
+        failed: bool,
+        now_ns: u64,
+        rates: Rates,
+        floor_ns: f64,
+    ) -> u64 {
         // A load and a store, not a read-modify-write: two samples racing on
         // one endpoint may both measure Δt from the same previous sample,
         // which only over-weights one of them a little. An uncontended RMW
         // costs as much as the rest of the update.
         let raw = self.stamp.load(Ordering::Acquire);
-        let prev = raw & !FAILED;
-        let stamp = (now_ns & !FAILED) | u64::from(failed);
-        if now_ns >= prev && stamp != raw {
+        let prev = raw & TIME;
+        let stamp = stamp_of(now_ns) | u64::from(failed);
+        if stamp & TIME >= prev && stamp != raw {
             self.stamp.store(stamp, Ordering::Release);
         }
         let dt = now_ns.saturating_sub(prev);
@@ -288,12 +252,27 @@ impl Ewma {
         let mut cur = self.packed.load(Ordering::Acquire);
         loop {
             let (est, spread) = unpack(cur);
+            // What readers saw: the excess over the floor faded (not after
+            // a failure, whose penalty fades on the failure clock).
+            let est = if raw & FAILED == 0 && spread >= 0.0 {
+                fade_excess(est, floor_ns, dt, 0.0)
+            } else {
+                est
+            };
             let x_ns = if failed { x_ns.max(est) } else { x_ns };
             // The answer to a probe: readers had the floor, not the stale
             // penalty, so a success starts afresh rather than blending.
-            let fresh = spread < 0.0 || (!failed && raw & FAILED != 0 && probe_due(dt, est, rates));
+            // A stale estimate (see `STALE_LATENCIES`) is replaced too.
+            let fresh = spread < 0.0
+                || (!failed && raw & FAILED != 0 && probe_due(dt, est, misses(raw), rates))
+                || (!failed && raw & FAILED == 0 && dt as i64 as f64 >= stale_after(x_ns));
+            // The spread a fresh estimate starts with is the one it had
+            // (the replica's noise, at most the sample itself), so that a
+            // replica back from a stale estimate or a failure does not
+            // undercut peers whose noise is known and draw a herd; a first
+            // sample has no spread to keep.
             let (new_est, new_spread) = if fresh {
-                (x_ns, 0.0)
+                (x_ns, spread.clamp(0.0, x_ns))
             } else {
                 let dev = (x_ns - est).abs();
                 let new_spread = spread * w + dev * (1.0 - w);
@@ -320,25 +299,25 @@ impl Ewma {
     /// was abandoned at `now_ns`): a censored sample, which can only raise
     /// the estimate, like a peak. Shorter than the estimate, it says nothing
     /// and changes nothing.
-    pub(crate) fn observe_lower_bound(&self, x_ns: f64, now_ns: u64, rates: Rates) {
-        let r = self.read_idle(now_ns, rates);
+    pub(crate) fn observe_lower_bound(&self, x_ns: f64, now_ns: u64, rates: Rates, floor_ns: f64) {
+        let r = self.read_idle(now_ns, rates, floor_ns);
         let est_now = r.est * r.weight;
         if x_ns <= est_now {
             return;
         }
-        self.observe(x_ns, false, now_ns, rates);
+        self.observe(x_ns, false, now_ns, rates, floor_ns);
     }
 
     /// When the last sample was taken, in ns since the epoch.
     pub(crate) fn stamp(&self) -> u64 {
-        self.stamp.load(Ordering::Relaxed) & !FAILED
+        self.stamp.load(Ordering::Relaxed) & TIME
     }
 
     /// The estimate, spread and failure ratio projected to `now_ns`,
     /// without mutation.
     #[cfg(test)]
     pub(crate) fn read(&self, now_ns: u64, rates: Rates) -> Reading {
-        let r = self.read_idle(now_ns, rates);
+        let r = self.read_idle(now_ns, rates, f64::INFINITY);
         Reading {
             est: r.est * r.weight,
             spread: r.spread * r.weight,
@@ -348,14 +327,19 @@ impl Ewma {
 
     /// [`read`](Self::read) with the decay left as a factor.
     #[inline(always)]
-    pub(crate) fn read_idle(&self, now_ns: u64, rates: Rates) -> Idle {
+    pub(crate) fn read_idle(&self, now_ns: u64, rates: Rates, floor_ns: f64) -> Idle {
         let (est, spread) = unpack(self.packed.load(Ordering::Acquire));
         let raw = self.stamp.load(Ordering::Acquire);
         let failure = f64::from_bits(self.failure.load(Ordering::Relaxed));
-        let dt = now_ns.saturating_sub(raw & !FAILED);
-        let due = raw & FAILED != 0 && probe_due(dt, est, rates);
+        let dt = now_ns.saturating_sub(raw & TIME);
+        let failed = raw & FAILED != 0;
+        let due = failed && probe_due(dt, est, misses(raw), rates);
         Idle {
-            est,
+            est: if failed {
+                est
+            } else {
+                fade_excess(est, floor_ns, dt, rates.latency)
+            },
             spread: spread.max(0.0),
             weight: idle_weight(raw, dt, rates),
             // Only pay for the second decay when there is something to decay.
@@ -366,6 +350,23 @@ impl Ewma {
             },
             due,
             idle: if due { decay(dt, rates.latency) } else { 1.0 },
+            waiting: failed && !due,
+            since: dt,
+        }
+    }
+
+    /// Counts that a pick drew this failed endpoint, not yet due a probe,
+    /// and passed it over (see [`PROBE_MISSES`]). Out of line: only a
+    /// failed endpoint's reads come here, a bounded number of times per
+    /// failure.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn miss(&self) {
+        let raw = self.stamp.load(Ordering::Relaxed);
+        if raw & FAILED != 0 && misses(raw) < PROBE_MISSES {
+            let _ =
+                self.stamp
+                    .compare_exchange(raw, raw + MISS, Ordering::Relaxed, Ordering::Relaxed);
         }
     }
 }

@@ -62,7 +62,7 @@ pub use state::{EndpointState, Estimate};
 
 pub(crate) use state::Birth;
 
-pub(crate) use ewma::{Idle, Rates, decay};
+pub(crate) use ewma::{Idle, Rates, decay, stale_after};
 pub(crate) use lanes::{Lane, current as current_lane, mask_for_cores};
 pub(crate) use limit::{Cap, CapCell};
 pub(crate) use view::View;

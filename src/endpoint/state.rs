@@ -342,9 +342,13 @@ impl EndpointState {
     /// answers has its calls cut and must not look idle and fast.
     pub(super) fn record_abandoned(&self, waited_ns: u64, now_ns: u64, lane: usize) {
         self.abandoned.fetch_add(1, Ordering::Relaxed);
-        self.lane(lane)
-            .latency
-            .observe_lower_bound(waited_ns as f64, now_ns, self.model.rates);
+        let hot = self.lane(lane);
+        hot.latency.observe_lower_bound(
+            waited_ns as f64,
+            now_ns,
+            self.model.rates,
+            hot.parallelism.floor(),
+        );
     }
 
     /// Feeds one completed call into lane `lane`'s latency model;
@@ -386,7 +390,9 @@ impl EndpointState {
         let hot = self.lane(lane);
         hot.requests.fetch_add(1, Ordering::Relaxed);
         let rates = self.model.rates;
-        let dt = hot.latency.observe(sample, failed, now_ns, rates);
+        let dt = hot
+            .latency
+            .observe(sample, failed, now_ns, rates, hot.parallelism.floor());
         if failed && !self.more.is_empty() {
             self.spread_failure(sample, now_ns, lane);
         }
@@ -412,7 +418,9 @@ impl EndpointState {
     fn spread_failure(&self, sample: f64, now_ns: u64, lane: usize) {
         for (i, h) in self.lanes().enumerate() {
             if i != lane {
-                h.latency.observe(sample, true, now_ns, self.model.rates);
+                let floor = h.parallelism.floor();
+                h.latency
+                    .observe(sample, true, now_ns, self.model.rates, floor);
             }
         }
     }

@@ -157,11 +157,18 @@ impl EndpointState {
 /// RTT; while a call is in flight in the lane it reads as before, so the
 /// probe is one call, not every call that draws the endpoint until the
 /// first answers (a breaker's half-open state admits one probe for the
-/// same reason: in `tests/it/recovery.rs` a dead endpoint took 20 calls in
-/// 30 s without this, 12 or fewer with it).
+/// same reason: a dead endpoint that draws many picks would take each of
+/// them until the first probe failed). A failed endpoint that is not due
+/// yet counts the pick that passed it over (see `ewma`'s notes on the
+/// probe).
 #[inline(always)]
 fn read(state: &EndpointState, hot: &Hot, now_ns: u64, rates: Rates) -> Idle {
-    let e = hot.latency.read_idle(now_ns, rates);
+    let e = hot
+        .latency
+        .read_idle(now_ns, rates, hot.parallelism.floor());
+    if e.waiting {
+        hot.latency.miss();
+    }
     if e.due && hot.in_flight.load(Ordering::Relaxed) == 0 {
         let floor = hot.parallelism.floor();
         e.probe(if floor.is_finite() {

@@ -86,41 +86,68 @@ pub(crate) fn best_of_fraction<T>(
     })
 }
 
-/// Up to three distinct uniform indices (the first `k` are meaningful),
-/// without rejection: each draw is uniform over the indices not drawn yet,
-/// shifted past the earlier ones. Needs `len() > k` and `len() < 2^16`.
-#[inline(always)]
-pub(crate) fn three_distinct<T>(cx: &Pool<'_, T>, k: usize) -> [usize; 3] {
+/// The candidates of one sampled pick, into `out`: every endpoint when the
+/// pool has at most `k`, else `k` distinct weighted-random ones (uniform
+/// draws without rejection for equal weights; for unequal weights, alias
+/// draws with a bounded number of redraws of duplicates, so fewer than
+/// `k` may come back). Returns how many.
+#[inline]
+pub(crate) fn draw<T>(cx: &Pool<'_, T>, k: usize, out: &mut [usize; MAX_CHOICES]) -> usize {
     let n = cx.len();
-    let mut draw = Draws::new(cx);
-    let a = draw.below(cx, n);
-    let (mut b, mut c) = (a, a);
-    if k >= 2 {
-        b = draw.below(cx, n - 1);
-        b += usize::from(b >= a);
+    let k = k.min(MAX_CHOICES);
+    if n <= k {
+        // Every endpoint, from a random one on: ties (equal costs) go to
+        // the first, which must not always be the same endpoint.
+        let first = if n > 1 { cx.random_index() } else { 0 };
+        for (j, slot) in out.iter_mut().enumerate().take(n) {
+            *slot = (first + j) % n;
+        }
+        return n;
     }
-    if k == 3 {
-        let (lo, hi) = (a.min(b), a.max(b));
-        c = draw.below(cx, n - 2);
-        c += usize::from(c >= lo);
-        c += usize::from(c >= hi);
+    if cx.is_uniform() && n < 1 << 16 {
+        let mut draw = Draws::new(cx);
+        let mut taken = [0usize; MAX_CHOICES];
+        for (j, slot) in out.iter_mut().enumerate().take(k) {
+            let mut i = draw.below(cx, n - j);
+            let mut pos = 0;
+            while pos < j && taken[pos] <= i {
+                i += 1;
+                pos += 1;
+            }
+            taken.copy_within(pos..j, pos + 1);
+            taken[pos] = i;
+            *slot = i;
+        }
+        return k;
     }
-    [a, b, c]
+    let mut drawn = 0;
+    for _ in 0..2 * k + 2 {
+        if drawn == k {
+            break;
+        }
+        let i = cx.sample();
+        if out[..drawn].contains(&i) {
+            continue;
+        }
+        out[drawn] = i;
+        drawn += 1;
+    }
+    drawn
 }
 
-/// A cost's bits with the candidate's slot in the low 2 bits (a relative
-/// change below 1e-15): non-negative floats order like their bits, so an
+/// A cost's bits with the candidate's slot in the low 4 bits (a relative
+/// change below 1e-14): non-negative floats order like their bits, so an
 /// integer `min` (a conditional move) picks the cheapest.
 #[inline(always)]
 pub(crate) fn cost_key(cost: f64, slot: usize) -> u64 {
-    (cost.to_bits() & !3) | slot as u64
+    (cost.to_bits() & !15) | slot as u64
 }
 
 /// The candidate with the smallest key, unless it cost infinity (or NaN):
 /// then none was available.
 #[inline(always)]
-pub(crate) fn key_winner(best: u64, candidates: &[usize; 3]) -> Option<usize> {
-    (best >> 52 < 0x7FF).then(|| candidates[(best & 3) as usize])
+pub(crate) fn key_winner(best: u64, candidates: &[usize]) -> Option<usize> {
+    (best >> 52 < 0x7FF).then(|| candidates[(best & 15) as usize])
 }
 
 /// Bits of one random number used per uniform draw: three draws per `u64`,

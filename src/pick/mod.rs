@@ -74,7 +74,7 @@ pub use round_robin::RoundRobin;
 pub use weighted_round_robin::{Schedule, WeightedRoundRobin};
 
 pub use best_of::MAX_CHOICES;
-pub(crate) use best_of::{best_of_fraction, cost_key, key_winner, three_distinct};
+pub(crate) use best_of::{best_of_fraction, cost_key, key_winner};
 
 use crate::endpoint::EndpointState;
 

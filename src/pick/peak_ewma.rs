@@ -1,10 +1,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{
-    MAX_CHOICES, Pick, Picker, Pool, best_of_fraction, cost_key, key_winner, three_distinct,
-};
-use crate::endpoint::{EndpointState, decay};
+use super::best_of::draw;
+use super::{MAX_CHOICES, Pick, Picker, Pool, cost_key, key_winner};
+use crate::endpoint::{EndpointState, decay, stale_after};
 use crate::error::{ConfigError, check_positive};
 
 /// Default number of candidates compared per pick.
@@ -64,6 +63,24 @@ const MIN_SUCCESS: f64 = 0.01;
 /// still leaves a penalty sample in `est` (tower counts a failed call's
 /// latency like any other). `tests/it/peak_ewma.rs` checks every pick of a
 /// run against the classic cost.
+///
+/// # Staleness
+///
+/// A pick compares its candidates with each other as well as by cost: an
+/// idle candidate (nothing in flight, its last call a success) whose
+/// estimate is older than 1000 times the lowest estimate among the
+/// candidates (10 ms at least) is costed at that lowest estimate, and the
+/// answer to the call it then gets replaces its stale estimate outright.
+/// On LAN-latency replicas one hiccup or connection set-up is as large as
+/// the signal: a replica whose estimate it raised took no calls while the
+/// estimate faded over tens of seconds, and came back with a fresh, low
+/// estimate that drew a herd. With this rule, on identical 200 µs
+/// replicas a starved replica is tried again within a tenth of a second;
+/// in a 10 ms pool a replica ten times slower is tried once every ten
+/// seconds. A fresh estimate's spread starts at its one sample, so it
+/// draws no herd either. (The endpoint model also fades an idle
+/// estimate's excess over its floor latency within 1000 floors; see
+/// [`EndpointState::estimate`](crate::endpoint::EndpointState::estimate).)
 ///
 /// # Server-reported utilization
 ///
@@ -175,28 +192,17 @@ impl PeakEwma {
         self
     }
 
-    /// The cost of endpoint `i` at the time of the pick.
+    /// The cost of endpoint `i` at the time of the pick, on its own (a
+    /// pick also compares it with the other candidates: see
+    /// [Staleness](#staleness)).
     #[inline(always)]
     pub fn cost<T>(&self, cx: &Pool<'_, T>, i: usize) -> f64 {
-        let (num, den) = self.cost_fraction(cx, i);
-        num / den
+        self.part(cx, i).cost(self.spread_factor)
     }
 
-    /// The cost as `numerator / denominator`, so picks compare candidates
-    /// by cross-multiplication instead of dividing.
+    /// What the cost of endpoint `i` is made of at the time of the pick.
     #[inline(always)]
-    fn cost_fraction<T>(&self, cx: &Pool<'_, T>, i: usize) -> (f64, f64) {
-        let (num, den, idle) = self.cost_parts(cx, i);
-        (num * idle, den)
-    }
-
-    /// The cost as `numerator / denominator · idle`, where `idle` is the
-    /// latency estimate's decay to the time of the pick: the default's path
-    /// divides first and multiplies by `idle` last, so that the decay and
-    /// the division are computed side by side rather than one after the
-    /// other (default `Balance` 140 -> 135 ns, classic 135 -> 130).
-    #[inline(always)]
-    fn cost_parts<T>(&self, cx: &Pool<'_, T>, i: usize) -> (f64, f64, f64) {
+    fn part<T>(&self, cx: &Pool<'_, T>, i: usize) -> Part {
         let v = cx.view(i);
         let e = v.estimate_idle(cx.now_ns, cx.rates);
         let state = v.state;
@@ -210,24 +216,88 @@ impl PeakEwma {
         // replica failing half its calls costs 4× and a dead one (f → 1)
         // is left alone until its failures are forgiven.
         let ok = (1.0 - e.failure).max(MIN_SUCCESS);
-        let (mut est, mut spread, mut w) = (e.est, e.spread, e.weight);
+        let (mut est, spread) = (e.est * e.weight, e.spread * e.weight);
         if self.utilization
             && let Some((u, age)) = state.utilization_at(cx.now_ns)
         {
             // +∞ before the first success: then the estimate stands.
             let floor = v.floor_ns();
             if floor.is_finite() {
-                // The floor does not decay: apply the decay first.
-                est = (est * w).max(floor * (u * decay(age, self.fade_rate)).max(1.0));
-                spread *= w;
-                w = 1.0;
+                // The floor does not decay: compare with the decayed estimate.
+                est = est.max(floor * (u * decay(age, self.fade_rate)).max(1.0));
             }
         }
-        (
-            (est + self.spread_factor * spread) * (v.in_flight() as i64 as f64 + p),
-            p * v.weight_ns(cx.now_ns) * ok * ok,
-            w,
-        )
+        let in_flight = v.in_flight();
+        Part {
+            est,
+            spread: if spread.is_finite() { spread } else { 0.0 },
+            load: in_flight as i64 as f64 + p,
+            den: p * v.weight_ns(cx.now_ns) * ok * ok,
+            since: e.since,
+            // Idle and not failed: its estimate may have gone stale.
+            settled: in_flight == 0 && !e.due && !e.waiting,
+        }
+    }
+
+    /// The best of the candidates `idx` (none available: `None`): the
+    /// lowest cost, after stale idle candidates are brought to the best
+    /// estimate among them (see [Staleness](#staleness)).
+    #[inline]
+    fn best<T>(&self, cx: &Pool<'_, T>, idx: &[usize]) -> Option<usize> {
+        let mut parts = [Part::UNAVAILABLE; MAX_CHOICES];
+        // The reference: the lowest estimate among the candidates that
+        // answered their last call.
+        let (mut reference, mut reference_spread) = (f64::INFINITY, 0.0);
+        for (slot, &i) in idx.iter().enumerate() {
+            if cx.is_available(i) {
+                let part = self.part(cx, i);
+                if part.settled && part.est < reference {
+                    (reference, reference_spread) = (part.est, part.spread);
+                }
+                parts[slot] = part;
+            }
+        }
+        let stale = stale_after(reference);
+        let mut best = u64::MAX;
+        for (slot, part) in parts.iter_mut().enumerate().take(idx.len()) {
+            if part.settled && part.est > reference && part.since as i64 as f64 >= stale {
+                (part.est, part.spread) = (reference, reference_spread);
+            }
+            best = best.min(cost_key(part.cost(self.spread_factor), slot));
+        }
+        key_winner(best, idx)
+    }
+}
+
+/// One candidate's cost, in parts: `(est + k·spread) · load / den`.
+#[derive(Clone, Copy)]
+struct Part {
+    est: f64,
+    spread: f64,
+    /// `in_flight + p`.
+    load: f64,
+    /// `p · weight · (1 − f)²`.
+    den: f64,
+    /// Nanoseconds since its last sample.
+    since: u64,
+    /// Nothing in flight and its last call succeeded.
+    settled: bool,
+}
+
+impl Part {
+    /// A candidate that may not take the call: it costs infinity.
+    const UNAVAILABLE: Part = Part {
+        est: f64::INFINITY,
+        spread: 0.0,
+        load: 1.0,
+        den: 1.0,
+        since: 0,
+        settled: false,
+    };
+
+    #[inline(always)]
+    fn cost(&self, k: f64) -> f64 {
+        (self.est + k * self.spread) * self.load / self.den
     }
 }
 
@@ -264,113 +334,21 @@ impl Picker for PeakEwma {
 impl<Req> Pick<Req> for PeakEwma {
     #[inline]
     fn pick(&self, _: &Req, cx: &Pool<'_, ()>) -> Option<usize> {
-        let n = cx.len();
-        if n > self.choices && self.choices <= 3 && n < 1 << 16 && cx.is_uniform() {
-            // The default's path, with the cost inlined (through a closure
-            // shared with the fallbacks it would be a call per candidate).
-            let candidates = three_distinct(cx, self.choices);
-            let mut best = u64::MAX;
-            for (slot, &i) in candidates.iter().enumerate().take(self.choices) {
-                let cost = if cx.is_available(i) {
-                    let (num, den, idle) = self.cost_parts(cx, i);
-                    num / den * idle
-                } else {
-                    f64::INFINITY
-                };
-                best = best.min(cost_key(cost, slot));
-            }
-            if let Some(i) = key_winner(best, &candidates) {
-                return Some(i);
-            }
-        }
-        self.pick_otherwise(cx)
+        let mut idx = [0usize; MAX_CHOICES];
+        let n = draw(cx, self.choices, &mut idx);
+        self.best(cx, &idx[..n]).or_else(|| self.pick_otherwise(cx))
     }
 }
 
 impl PeakEwma {
-    /// Every pick the default's path does not take: more candidates, a
-    /// small pool, weights, or no candidate drawn available. Out of line,
-    /// so the default's path keeps its registers (inlined, its loop spilled
-    /// to the stack).
+    /// No candidate drawn was available: the cheapest endpoint of all, each
+    /// costed on its own. Out of line: a pick comes here only when most of
+    /// the pool may not take calls.
     #[inline(never)]
     fn pick_otherwise(&self, cx: &Pool<'_, ()>) -> Option<usize> {
-        best_of_fraction(cx, self.choices, |i| self.cost_fraction(cx, i))
+        cx.min_by_score(|i| self.cost(cx, i))
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::pick::testing::Fixture;
-
-    #[test]
-    fn bad_config_is_rejected() {
-        let field = |p: PeakEwma| p.validate().unwrap_err().field();
-        assert_eq!(field(PeakEwma::new().choices(0)), "choices");
-        assert_eq!(field(PeakEwma::new().choices(17)), "choices");
-        assert_eq!(
-            field(PeakEwma::new().spread_factor(f64::NAN)),
-            "spread_factor"
-        );
-        assert_eq!(field(PeakEwma::new().spread_factor(-1.0)), "spread_factor");
-        assert!(PeakEwma::new().choices(16).validate().is_ok());
-        for d in [Duration::ZERO, Duration::MAX] {
-            assert_eq!(
-                field(PeakEwma::new().utilization_fade(d)),
-                "utilization_fade"
-            );
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn reported_utilization_raises_the_cost_and_fades() {
-        use crate::orca::LoadReport;
-        use crate::outcome::Outcome;
-        let f = Fixture::new(&[1.0, 1.0]);
-        let now_ns = || f.model.nanos(tokio::time::Instant::now());
-        for s in &f.states {
-            s.record(&Outcome::Success, 50_000_000, now_ns(), 1, 0);
-        }
-        let p = PeakEwma::new().utilization(true).spread_factor(0.0);
-        assert_eq!(p.name(), "peak_ewma_orca");
-        let busy = LoadReport::new().with_application_utilization(4.0);
-        f.states[0].record_load(&busy, now_ns());
-        let cx = f.cx(&());
-        // 4x the floor against the estimate of 50 ms.
-        assert!((p.cost(&cx, 0) / p.cost(&cx, 1) - 4.0).abs() < 1e-6);
-        assert_eq!(PeakEwma::new().cost(&cx, 0), PeakEwma::new().cost(&cx, 1));
-        assert_eq!(f.counts(&p, 100), [0, 100]);
-        // Faded after 10 fade times: the floor is left (50 ms), while the
-        // other endpoint's estimate decays with the 10 s latency τ.
-        tokio::time::advance(DEFAULT_UTILIZATION_FADE * 10).await;
-        let cx = f.cx(&());
-        assert!((p.cost(&cx, 0) - 50e6).abs() < 1.0, "{}", p.cost(&cx, 0));
-        assert!((p.cost(&cx, 1) - 50e6 * (-1.0f64).exp()).abs() < 1e3);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn an_idle_reporter_keeps_its_floor_until_the_report_expires() {
-        use crate::orca::{DEFAULT_REPORT_EXPIRY, LoadReport};
-        use crate::outcome::Outcome;
-        let f = Fixture::new(&[1.0]);
-        let s = &f.states[0];
-        s.record(&Outcome::Success, 300_000_000, 0, 1, 0);
-        s.record_load(&LoadReport::new().with_cpu_utilization(0.1), 0);
-        let p = PeakEwma::new().utilization(true).spread_factor(0.0);
-        // 30 s idle: the estimate has decayed to 5% of 300 ms; the cost stays at the floor.
-        tokio::time::advance(Duration::from_secs(30)).await;
-        let cx = f.cx(&());
-        assert!((p.cost(&cx, 0) - 300e6).abs() < 1.0, "{}", p.cost(&cx, 0));
-        assert!(PeakEwma::new().spread_factor(0.0).cost(&cx, 0) < 20e6);
-        tokio::time::advance(DEFAULT_REPORT_EXPIRY).await;
-        let cx = f.cx(&());
-        assert!(p.cost(&cx, 0) < 1e6, "expired: {}", p.cost(&cx, 0));
-    }
-
-    #[test]
-    fn weights_dominate_between_identical_endpoints() {
-        let f = Fixture::new(&[0.99, 0.005, 0.005]);
-        let counts = f.counts(&PeakEwma::new(), 10_000);
-        assert!(counts[0] >= 9_500, "{counts:?}");
-    }
-}
+mod tests;

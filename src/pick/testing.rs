@@ -42,6 +42,7 @@ impl Fixture {
                 latency: 1.0 / 10e9,
                 failure: 1.0 / 2e9,
                 sample: 1.0 / 1e9,
+                penalty: 1e9,
             },
             default_rtt_ns: 30e6,
             penalty_ns: 1e9,

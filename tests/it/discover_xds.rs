@@ -171,9 +171,13 @@ async fn the_balancer_follows_the_assignment_and_acks_or_nacks() {
         Arc::ptr_eq(&h.endpoints()[0].1, &first),
         "a draining endpoint keeps its model"
     );
+    let acked = || plane.requests().last().unwrap().version_info.clone();
+    let before = acked();
     plane.set(&[two(3, "eu-1a", 0, Unhealthy)]);
     eventually("removed", || members(&h) == [(a(2), 3.0, false)]).await;
-    let good_version = plane.requests().last().unwrap().version_info.clone();
+    // The ACK follows the update it acknowledges: wait for it.
+    eventually("acked", || acked() != before).await;
+    let good_version = acked();
 
     // An invalid resource (port 0) is NACKed; the last good set serves.
     let mut bad = two(3, "eu-1a", 0, Healthy);

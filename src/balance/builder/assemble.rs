@@ -92,6 +92,7 @@ fn model<K, S>(cfg: &Settings<K, S>, health: &Arc<Health>, now: Instant) -> Mode
             latency: 1.0 / cfg.decay.as_nanos() as f64,
             failure: 1.0 / cfg.failure_decay.as_nanos() as f64,
             sample: 1.0 / cfg.sample_decay.as_nanos() as f64,
+            penalty: cfg.failure_penalty.as_nanos() as f64,
         },
         default_rtt_ns: cfg.default_rtt.as_nanos() as f64,
         penalty_ns: cfg.failure_penalty.as_nanos() as f64,

@@ -52,7 +52,7 @@ fn the_hot_cold_rule_table() {
         ),
         // Quantile 0: only the least loaded are cold.
         (
-            &[(3.0, 10.0, 0.0), (1.0, 50.0, 0.0), (2.0, 1.0, 0.0)],
+            &[(3.0, 10.0, 0.0), (1.0, 15.0, 0.0), (2.0, 8.0, 0.0)],
             0.0,
             Some(1),
         ),
@@ -67,6 +67,19 @@ fn the_hot_cold_rule_table() {
         (&[(1.0, 10.0, 0.5), (1.0, 30.0, 0.0)], 0.84, Some(1)),
         // Ties go to the earlier (older) answer.
         (&[(1.0, 10.0, 0.0), (1.0, 10.0, 0.0)], 0.84, Some(0)),
+        // A grey replica: cold (everyone avoids it) but expected to take
+        // more than four times the least loaded hot one: that one instead.
+        (
+            &[(0.0, 130.0, 0.0), (4.0, 20.0, 0.0), (3.0, 30.0, 0.0)],
+            0.0,
+            Some(2),
+        ),
+        // Within four times, the cold one still wins.
+        (
+            &[(0.0, 120.0, 0.0), (4.0, 20.0, 0.0), (3.0, 30.0, 0.0)],
+            0.0,
+            Some(0),
+        ),
     ];
     // A threshold from a history where every candidate is hot: the lowest
     // RIF, weighed by failures.
@@ -175,7 +188,7 @@ fn our_own_requests_that_finished_leave_an_answers_rif() {
         own: 2,
         ..answer(1, 2.0, 1.0, 0)
     });
-    p.insert(answer(2, 1.0, 40.0, 0));
+    p.insert(answer(2, 1.0, 3.0, 0));
     // Both have finished since: endpoint 1 is idle, and the fastest.
     let now_ours = |a: &Answer| Some((a.id as usize, 0.0, 0));
     assert_eq!(p.choose(0, now_ours), Some(1));
@@ -185,7 +198,7 @@ fn our_own_requests_that_finished_leave_an_answers_rif() {
         own: 2,
         ..answer(1, 2.0, 1.0, 0)
     });
-    p.insert(answer(2, 1.0, 40.0, 0));
+    p.insert(answer(2, 1.0, 3.0, 0));
     let still = |a: &Answer| Some((a.id as usize, 0.0, if a.id == 1 { 2 } else { 0 }));
     assert_eq!(p.choose(0, still), Some(2));
 }

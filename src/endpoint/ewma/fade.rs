@@ -1,0 +1,64 @@
+//! How an idle estimate loses its hold: its excess over the floor fades in
+//! floors, and an estimate too old to describe the replica is stale.
+
+use super::decay;
+
+/// While an endpoint takes no calls, its estimate's excess over its floor
+/// latency (its unloaded service time, see `parallelism.rs`) fades with a
+/// time constant of this many floors: the excess is a queue, a slowdown or
+/// a hiccup, each of which lasts some service times, not the seconds of
+/// the idle fade. The floor itself keeps fading with the idle constant
+/// (`Builder::decay`), so every endpoint is explored again in time.
+///
+/// On identical replicas answering in 200 µs over real sockets, one
+/// scheduler hiccup of a few milliseconds used to raise a replica's
+/// estimate twenty-fold and keep it unpicked for the ten-odd seconds the
+/// idle fade took to bring it back; now it takes tens of milliseconds.
+pub(crate) const PEAK_FLOORS: f64 = 1000.0;
+
+/// The shortest time constant [`PEAK_FLOORS`] gives: 10 ms (a floor of 0,
+/// a replica answering within the clock's tick, must not make it instant).
+const MIN_PEAK_TAU_NS: f64 = 10e6;
+
+/// The rate (1/τ) at which the excess over a floor of `floor_ns` fades,
+/// never slower than the idle fade `latency`.
+#[inline(always)]
+fn peak_rate(floor_ns: f64, latency: f64) -> f64 {
+    (1.0 / (floor_ns * PEAK_FLOORS).max(MIN_PEAK_TAU_NS)).max(latency)
+}
+
+/// The estimate `est` after `dt` ns without a sample, its excess over
+/// `floor_ns` faded with [`PEAK_FLOORS`], as a value that the idle fade
+/// (on `latency`, applied by the reader) then multiplies.
+#[inline(always)]
+pub(super) fn fade_excess(est: f64, floor_ns: f64, dt: u64, latency: f64) -> f64 {
+    if est > floor_ns {
+        let rel = peak_rate(floor_ns, latency) - latency;
+        floor_ns + (est - floor_ns) * decay(dt, rel)
+    } else {
+        est
+    }
+}
+
+/// An estimate older than this many of an endpoint's latencies is stale:
+/// the replica it describes has since drained its queue, ended its
+/// hiccup or restarted. A pick treats a stale, idle endpoint as no worse
+/// than the best candidate beside it (so it is tried again), and the
+/// answer to that try replaces the stale estimate outright instead of
+/// blending with it. Counted in the pool's latency, not the endpoint's own
+/// (a hiccup or a connection set-up may have inflated that): on identical
+/// 200 µs replicas a starved replica is tried again within a tenth of a
+/// second, while a replica ten times slower than a 10 ms pool is tried once
+/// every ten seconds.
+pub(crate) const STALE_LATENCIES: f64 = 1000.0;
+
+/// The shortest staleness [`STALE_LATENCIES`] gives: 10 ms, the clock's
+/// tick (a latency of 0 must not make every estimate stale at once).
+pub(crate) const MIN_STALE_NS: f64 = 10e6;
+
+/// How long an estimate of `latency_ns` stays current: see
+/// [`STALE_LATENCIES`].
+#[inline(always)]
+pub(crate) fn stale_after(latency_ns: f64) -> f64 {
+    (latency_ns * STALE_LATENCIES).max(MIN_STALE_NS)
+}

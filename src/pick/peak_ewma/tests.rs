@@ -1,0 +1,117 @@
+use super::*;
+use crate::pick::testing::Fixture;
+
+#[test]
+fn bad_config_is_rejected() {
+    let field = |p: PeakEwma| p.validate().unwrap_err().field();
+    assert_eq!(field(PeakEwma::new().choices(0)), "choices");
+    assert_eq!(field(PeakEwma::new().choices(17)), "choices");
+    assert_eq!(
+        field(PeakEwma::new().spread_factor(f64::NAN)),
+        "spread_factor"
+    );
+    assert_eq!(field(PeakEwma::new().spread_factor(-1.0)), "spread_factor");
+    assert!(PeakEwma::new().choices(16).validate().is_ok());
+    for d in [Duration::ZERO, Duration::MAX] {
+        assert_eq!(
+            field(PeakEwma::new().utilization_fade(d)),
+            "utilization_fade"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn reported_utilization_raises_the_cost_and_fades() {
+    use crate::orca::LoadReport;
+    use crate::outcome::Outcome;
+    let f = Fixture::new(&[1.0, 1.0]);
+    let now_ns = || f.model.nanos(tokio::time::Instant::now());
+    for s in &f.states {
+        s.record(&Outcome::Success, 50_000_000, now_ns(), 1, 0);
+    }
+    let p = PeakEwma::new().utilization(true).spread_factor(0.0);
+    assert_eq!(p.name(), "peak_ewma_orca");
+    let busy = LoadReport::new().with_application_utilization(4.0);
+    f.states[0].record_load(&busy, now_ns());
+    let cx = f.cx(&());
+    // 4x the floor against the estimate of 50 ms.
+    assert!((p.cost(&cx, 0) / p.cost(&cx, 1) - 4.0).abs() < 1e-6);
+    assert_eq!(PeakEwma::new().cost(&cx, 0), PeakEwma::new().cost(&cx, 1));
+    assert_eq!(f.counts(&p, 100), [0, 100]);
+    // Faded after 10 fade times: the floor is left (50 ms), while the
+    // other endpoint's estimate decays with the 10 s latency τ.
+    tokio::time::advance(DEFAULT_UTILIZATION_FADE * 10).await;
+    let cx = f.cx(&());
+    assert!((p.cost(&cx, 0) - 50e6).abs() < 1.0, "{}", p.cost(&cx, 0));
+    assert!((p.cost(&cx, 1) - 50e6 * (-1.0f64).exp()).abs() < 1e3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_reporter_keeps_its_floor_until_the_report_expires() {
+    use crate::orca::{DEFAULT_REPORT_EXPIRY, LoadReport};
+    use crate::outcome::Outcome;
+    let f = Fixture::new(&[1.0]);
+    let s = &f.states[0];
+    s.record(&Outcome::Success, 300_000_000, 0, 1, 0);
+    s.record_load(&LoadReport::new().with_cpu_utilization(0.1), 0);
+    let p = PeakEwma::new().utilization(true).spread_factor(0.0);
+    // 30 s idle: the estimate has decayed to 5% of 300 ms; the cost stays at the floor.
+    tokio::time::advance(Duration::from_secs(30)).await;
+    let cx = f.cx(&());
+    assert!((p.cost(&cx, 0) - 300e6).abs() < 1.0, "{}", p.cost(&cx, 0));
+    assert!(PeakEwma::new().spread_factor(0.0).cost(&cx, 0) < 20e6);
+    tokio::time::advance(DEFAULT_REPORT_EXPIRY).await;
+    let cx = f.cx(&());
+    assert!(p.cost(&cx, 0) < 1e6, "expired: {}", p.cost(&cx, 0));
+}
+
+/// Endpoint 0 sampled at `stale_ms` latency once at time 0; the others
+/// at `peer_ms` just before `at_ms`: the share of 300 picks endpoint 0
+/// gets at `at_ms`.
+async fn share_of_the_stale_one(n: usize, stale_ms: f64, peer_ms: f64, at_ms: u64) -> usize {
+    use crate::outcome::Outcome;
+    let f = Fixture::new(&vec![1.0; n]);
+    let ns = |t: tokio::time::Instant| f.model.nanos(t);
+    let start = tokio::time::Instant::now();
+    // A floor of its own first: a hiccup on a replica as fast as its peers.
+    f.states[0].record(&Outcome::Success, (peer_ms * 1e6) as u64, ns(start), 1, 0);
+    f.states[0].record(&Outcome::Success, (stale_ms * 1e6) as u64, ns(start), 1, 0);
+    tokio::time::advance(Duration::from_millis(at_ms)).await;
+    let now = ns(tokio::time::Instant::now());
+    for s in &f.states[1..] {
+        s.record(&Outcome::Success, (peer_ms * 1e6) as u64, now, 1, 0);
+    }
+    f.counts(&PeakEwma::new(), 300)[0]
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stale_idle_endpoint_is_tried_again_within_a_thousand_peer_latencies() {
+    // (pool, its estimate ms, the peers' ms, ms later, tried again)
+    let cases = [
+        // A 5 ms hiccup among 100 µs peers: stale after 100 ms.
+        (3, 5.0, 0.1, 50, false),
+        (3, 5.0, 0.1, 100, true),
+        (10, 5.0, 0.1, 100, true),
+        // Ten times slower than a 10 ms pool: after 10 s.
+        (3, 100.0, 10.0, 9_000, false),
+        (3, 100.0, 10.0, 10_000, true),
+        // A floor of 0 (within the clock's tick): 10 ms at least.
+        (3, 1.0, 0.0, 9, false),
+        (3, 1.0, 0.0, 10, true),
+    ];
+    for (n, stale_ms, peer_ms, at_ms, tried) in cases {
+        let got = share_of_the_stale_one(n, stale_ms, peer_ms, at_ms).await;
+        assert_eq!(
+            got > 0,
+            tried,
+            "{n} endpoints, {stale_ms} vs {peer_ms} ms after {at_ms} ms: {got} of 300"
+        );
+    }
+}
+
+#[test]
+fn weights_dominate_between_identical_endpoints() {
+    let f = Fixture::new(&[0.99, 0.005, 0.005]);
+    let counts = f.counts(&PeakEwma::new(), 10_000);
+    assert!(counts[0] >= 9_500, "{counts:?}");
+}
