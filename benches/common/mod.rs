@@ -117,6 +117,23 @@ pub fn guarded(meter: Option<&opentelemetry::metrics::Meter>) -> Balance<usize, 
     b.build().expect("valid config")
 }
 
+/// The default balancer over 8 no-op endpoints with metrics on `meter`,
+/// its duration histogram bound per endpoint if `bound` (feature
+/// `metrics-bound`; without it `bound` must be false).
+#[allow(dead_code)]
+pub fn metered(meter: &opentelemetry::metrics::Meter, bound: bool) -> Balance<usize, Noop> {
+    let metrics = tower_lb::metrics::Metrics::new(meter, "bench");
+    #[cfg(feature = "metrics-bound")]
+    let metrics = metrics.bound(bound);
+    #[cfg(not(feature = "metrics-bound"))]
+    assert!(!bound, "bound histograms need feature metrics-bound");
+    let mut b = Balance::builder().metrics(metrics);
+    for i in 0..8usize {
+        b = b.endpoint(i, Noop);
+    }
+    b.build().expect("valid config")
+}
+
 /// A meter provider with a manual reader (nothing exported), for benches
 /// that record metrics.
 #[allow(dead_code)]
