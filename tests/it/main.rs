@@ -36,6 +36,7 @@ mod outlier;
 mod peak_ewma;
 mod per_thread;
 mod prequal;
+mod readme_any_service;
 mod recovery;
 mod resilience;
 mod retry_deadline;
