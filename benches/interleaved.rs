@@ -39,6 +39,7 @@
 //!   real SDK meter provider, recorded through OpenTelemetry's stable
 //!   `Histogram::record` and (with `--features metrics-bound`) through
 //!   bound histograms; their ratios to `default` are the cost of metrics;
+//!   `whole_bound` is `whole` with bound histograms;
 //! * `lanes`, `lanes_2t`: the default `Balance` with per-thread load
 //!   (`Builder::per_thread_load`), on one thread and on two at once, with
 //!   their rate over `lanes`' own.
@@ -215,6 +216,9 @@ fn main() {
                 Box::new(move |cx| batch(&mut bound, cx, N)),
             ),
         );
+        let metrics = tower_lb::metrics::Metrics::new(&meter, "stack").bound(true);
+        let mut whole = retry_layer().layer(common::guarded_with(Some(metrics)));
+        rows.push(("whole_bound", Box::new(move |cx| batch(&mut whole, cx, N))));
     }
     // `ROWS=a,b` runs only those rows (to profile one); ratios need all.
     let only = std::env::var("ROWS").ok();
@@ -266,9 +270,10 @@ fn main() {
         ("lanes", "default"),
         ("metrics", "default"),
         ("metrics_bound", "default"),
+        ("whole_bound", "default"),
     ] {
         if !rows.iter().any(|r| r.0 == a) {
-            continue; // `metrics_bound` without its feature
+            continue; // the `metrics-bound` rows without their feature
         }
         let label = format!("{a} / {b}");
         let (a, b) = ratio(a, b);

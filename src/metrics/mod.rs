@@ -109,9 +109,11 @@
 //! and priority take one value per endpoint; free-form labels
 //! ([`EndpointMeta::labels`](crate::endpoint::EndpointMeta::labels)) are
 //! never attributes. `lb.request.duration` holds up to eight sets per
-//! endpoint (success and seven failure kinds, each once it happened):
-//! the SDK's default limit of 2,000 sets per instrument is reached at 250
-//! endpoints failing in every way, 2,000 that only succeed.
+//! endpoint (success and seven failure kinds, each once it happened), and
+//! the balancers of one meter share the instrument: the SDK's default
+//! limit of 2,000 sets per instrument (sets past it are merged into one
+//! overflow series) is reached at 250 endpoints failing in every way,
+//! 2,000 that only succeed.
 //! Give each balancer its own `lb.name`.
 //!
 //! ```

@@ -72,6 +72,8 @@ fn the_copy_below_is_the_readme_program() {
     assert_eq!(our_copy(), body);
 }
 
+// The README clones the replica, as any service but this closure needs.
+#[allow(clippy::clone_on_copy)]
 #[tokio::test]
 async fn the_readme_any_service_program_runs() -> Result<(), Box<dyn std::error::Error>> {
     // The README's program, from here
