@@ -67,7 +67,7 @@ pub(crate) struct EndpointAttrs {
     pub(crate) ejection: [Box<[KeyValue]>; EjectionReason::ALL.len()],
     /// `lb.request.duration` bound to each of `durations`, on its first
     /// record (feature `metrics-bound`, with
-    /// [`Metrics::bound(true)`](super::Metrics::bound)).
+    /// `Metrics::bound(true)`).
     #[cfg(feature = "metrics-bound")]
     pub(crate) bound: Option<super::bound::Bound>,
 }
@@ -185,7 +185,7 @@ impl Slot {
 /// the call's outcome, built when the endpoint joined: no allocation, but
 /// the SDK hashes and compares the set's attributes on every record (see
 /// the [module docs](super) on cost). With feature `metrics-bound` and
-/// [`Metrics::bound(true)`](super::Metrics::bound) it goes through a
+/// `Metrics::bound(true)` it goes through a
 /// histogram bound to that set instead.
 ///
 /// The sets the endpoint joined with are kept here as well as in its

@@ -84,7 +84,7 @@
 //!   [docs/performance.md](https://github.com/tower-lb/tower-lb/blob/main/docs/performance.md)
 //!   (`cargo bench --bench balance`, group `metrics`).
 //! * **Bound histograms** (feature `metrics-bound`, then
-//!   [`Metrics::bound(true)`](Metrics::bound)): the record goes through a
+//!   `Metrics::bound(true)`): the record goes through a
 //!   histogram bound to that set, one lock of the series' buckets with no
 //!   hashing. OpenTelemetry's bound instruments are experimental in 0.33:
 //!   the feature turns on `experimental_metrics_bound_instruments` in
