@@ -30,6 +30,8 @@ mod https;
 mod layer;
 mod membership;
 mod metrics;
+mod metrics_dashboard;
+mod metrics_features;
 mod orca;
 mod orca_servers;
 mod outlier;
