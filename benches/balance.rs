@@ -15,8 +15,10 @@
 //!   scaling).
 //! * `stack`: each resilience layer and the whole stack against `Balance`
 //!   alone.
-//! * `metrics/{off,on}`: `Balance` (default picker, 8 endpoints) without
-//!   and with metrics on a real SDK meter provider (manual reader).
+//! * `metrics/{off,on,bound}`: `Balance` (default picker, 8 endpoints)
+//!   without and with metrics on a real SDK meter provider (manual reader):
+//!   `on` records through OpenTelemetry's stable `Histogram::record`,
+//!   `bound` (with `--features metrics-bound`) through bound histograms.
 //! * `route/{off,zone_aware,subset,zone_aware+subset}`: the default picker
 //!   over 60 endpoints in three zones, without and with the route step,
 //!   beside tower's p2c over the same 60.
@@ -259,11 +261,10 @@ fn stack(c: &mut Criterion) {
     g.finish();
 }
 
-/// Metrics off against on: the on case records the duration histogram per
-/// request (and times one pick in 64) on a real SDK meter provider.
+/// Metrics off against on: the on cases record the duration histogram per
+/// request (and time one pick in 64) on a real SDK meter provider.
 fn metrics(c: &mut Criterion) {
     use opentelemetry::metrics::MeterProvider;
-    use tower_lb::metrics::Metrics;
 
     let provider = common::meter_provider();
     let meter = provider.meter("bench");
@@ -277,11 +278,7 @@ fn metrics(c: &mut Criterion) {
             one(&mut off, &mut cx, i)
         })
     });
-    let mut b = Balance::builder().metrics(Metrics::new(&meter, "bench"));
-    for i in 0..8usize {
-        b = b.endpoint(i, Noop);
-    }
-    let mut on = b.build().expect("valid config");
+    let mut on = common::metered(&meter, false);
     g.bench_function("on", |b| {
         let mut i = 0;
         b.iter(|| {
@@ -289,6 +286,17 @@ fn metrics(c: &mut Criterion) {
             one(&mut on, &mut cx, i)
         })
     });
+    #[cfg(feature = "metrics-bound")]
+    {
+        let mut bound = common::metered(&meter, true);
+        g.bench_function("bound", |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i += 1;
+                one(&mut bound, &mut cx, i)
+            })
+        });
+    }
     g.finish();
 }
 

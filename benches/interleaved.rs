@@ -35,6 +35,11 @@
 //!   with their rate over `default`'s. Read the median here: the fastest
 //!   batch of `shared_2t` is a moment the VM put both threads on one
 //!   physical core's caches, where a shared line costs next to nothing;
+//! * `metrics`, `metrics_bound`: the default `Balance` with metrics on a
+//!   real SDK meter provider, recorded through OpenTelemetry's stable
+//!   `Histogram::record` and (with `--features metrics-bound`) through
+//!   bound histograms; their ratios to `default` are the cost of metrics;
+//!   `whole_bound` is `whole` with bound histograms;
 //! * `lanes`, `lanes_2t`: the default `Balance` with per-thread load
 //!   (`Builder::per_thread_load`), on one thread and on two at once, with
 //!   their rate over `lanes`' own.
@@ -160,8 +165,10 @@ fn main() {
     let mut lanes = tower_lb_with(pick::PeakEwma::default(), 8, true);
     let one_of_two = tower_lb_with(pick::PeakEwma::default(), 8, true);
     let mut lanes_2t = (one_of_two.clone(), one_of_two);
+    let mut metered = common::metered(&meter, false);
     let mut rows: Vec<Row<'_>> = vec![
         ("default", Box::new(|cx| batch(&mut default, cx, N))),
+        ("metrics", Box::new(|cx| batch(&mut metered, cx, N))),
         ("classic", Box::new(|cx| batch(&mut classic, cx, N))),
         ("tower_p2c", Box::new(|cx| batch(&mut tower, cx, N))),
         ("retry", Box::new(|cx| batch(&mut retry, cx, N))),
@@ -199,6 +206,20 @@ fn main() {
             Box::new(|_| pair(&mut lanes_2t.0, &mut lanes_2t.1, N)),
         ),
     ];
+    #[cfg(feature = "metrics-bound")]
+    {
+        let mut bound = common::metered(&meter, true);
+        rows.insert(
+            2,
+            (
+                "metrics_bound",
+                Box::new(move |cx| batch(&mut bound, cx, N)),
+            ),
+        );
+        let metrics = tower_lb::metrics::Metrics::new(&meter, "stack").bound(true);
+        let mut whole = retry_layer().layer(common::guarded_with(Some(metrics)));
+        rows.push(("whole_bound", Box::new(move |cx| batch(&mut whole, cx, N))));
+    }
     // `ROWS=a,b` runs only those rows (to profile one); ratios need all.
     let only = std::env::var("ROWS").ok();
     if let Some(only) = &only {
@@ -247,7 +268,13 @@ fn main() {
         ("random", "bare_service"),
         ("lanes", "tower_p2c"),
         ("lanes", "default"),
+        ("metrics", "default"),
+        ("metrics_bound", "default"),
+        ("whole_bound", "default"),
     ] {
+        if !rows.iter().any(|r| r.0 == a) {
+            continue; // the `metrics-bound` rows without their feature
+        }
         let label = format!("{a} / {b}");
         let (a, b) = ratio(a, b);
         println!("  {label:<25} {a:.2} / {b:.2}");

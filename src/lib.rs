@@ -115,6 +115,8 @@ mod documents {
     struct Tails;
     #[doc = include_str!("../docs/dependencies.md")]
     struct Dependencies;
+    #[doc = include_str!("../docs/vocabulary.md")]
+    struct Vocabulary;
 }
 
 pub use balance::{Balance, Handle};

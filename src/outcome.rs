@@ -53,8 +53,9 @@ pub enum FailureKind {
 
 impl FailureKind {
     /// The values of [`as_str`](Self::as_str), in the order of
-    /// [`index`](Self::index): the `kind` attribute of `lb.requests` (a
-    /// bounded set, one series per kind that happened).
+    /// [`index`](Self::index): the `error.type` attribute of a failure in
+    /// `lb.requests` and `lb.request.duration` (a bounded set, one series
+    /// per kind that happened).
     pub const NAMES: [&'static str; 7] = [
         "error",
         "timeout",

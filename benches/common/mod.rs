@@ -105,12 +105,35 @@ pub fn retry_layer() -> RetryLayer<retry::CloneRequest, Inherit> {
 /// and outlier ejection, and metrics recorded on `meter` if given.
 #[allow(dead_code)]
 pub fn guarded(meter: Option<&opentelemetry::metrics::Meter>) -> Balance<usize, Noop> {
+    guarded_with(meter.map(|m| tower_lb::metrics::Metrics::new(m, "stack")))
+}
+
+/// [`guarded`] with these metrics, if any.
+#[allow(dead_code)]
+pub fn guarded_with(metrics: Option<tower_lb::metrics::Metrics>) -> Balance<usize, Noop> {
     let mut b = Balance::builder()
         .circuit_breaker(CircuitBreakerConfig::default())
         .outlier_detection(OutlierDetection::default());
-    if let Some(meter) = meter {
-        b = b.metrics(tower_lb::metrics::Metrics::new(meter, "stack"));
+    if let Some(metrics) = metrics {
+        b = b.metrics(metrics);
     }
+    for i in 0..8usize {
+        b = b.endpoint(i, Noop);
+    }
+    b.build().expect("valid config")
+}
+
+/// The default balancer over 8 no-op endpoints with metrics on `meter`,
+/// its duration histogram bound per endpoint if `bound` (feature
+/// `metrics-bound`; without it `bound` must be false).
+#[allow(dead_code)]
+pub fn metered(meter: &opentelemetry::metrics::Meter, bound: bool) -> Balance<usize, Noop> {
+    let metrics = tower_lb::metrics::Metrics::new(meter, "bench");
+    #[cfg(feature = "metrics-bound")]
+    let metrics = metrics.bound(bound);
+    #[cfg(not(feature = "metrics-bound"))]
+    assert!(!bound, "bound histograms need feature metrics-bound");
+    let mut b = Balance::builder().metrics(metrics);
     for i in 0..8usize {
         b = b.endpoint(i, Noop);
     }

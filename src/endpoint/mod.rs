@@ -56,7 +56,7 @@ pub use limit::{
 pub use meta::{EndpointMeta, Locality};
 pub use reported::ReportedLoad;
 pub(crate) use slow_start::RampMemory;
-pub use slow_start::SlowStart;
+pub use slow_start::{DEFAULT_AGGRESSION, DEFAULT_MIN_WEIGHT_PERCENT, MAX_MEMORY, SlowStart};
 pub(crate) use state::{BREAKER, CHECK, EJECTED, SOFT};
 pub use state::{EndpointState, Estimate};
 

@@ -11,7 +11,7 @@ use opentelemetry::metrics::Histogram;
 
 use super::endpoint::{EndpointAttrs, Recorder, Slot, placement};
 use super::setup::{Metrics, RetrySource};
-use super::{PICK_DURATION_BUCKETS, PICK_SAMPLE_EVERY};
+use super::{PICK_DURATION_BUCKETS, PICK_SAMPLE_EVERY, attr};
 use crate::balance::{Built, Observe};
 use crate::endpoint::{EndpointMeta, EndpointObserver, EndpointState};
 use crate::error::Refusal;
@@ -24,7 +24,7 @@ pub(crate) struct BalanceMetrics {
     pub(super) pick: Histogram<f64>,
     /// `lb.name`, `lb.algorithm`.
     pub(super) attrs: Box<[KeyValue]>,
-    /// `attrs` + `reason`, in the order of [`Refusal::ALL`].
+    /// `attrs` + `lb.refusal.reason`, in the order of [`Refusal::ALL`].
     pub(super) refusal_attrs: [Box<[KeyValue]>; Refusal::ALL.len()],
     /// Attribute sets of endpoints born and not yet gone, by endpoint id.
     pub(super) born: Mutex<HashMap<u64, Arc<Slot>>>,
@@ -34,7 +34,8 @@ pub(crate) struct BalanceMetrics {
     pub(super) retries: Vec<RetrySource>,
     /// A probing picker's counts.
     pub(super) probes: Option<Arc<ProbePool>>,
-    /// Whether the duration histogram is bound per endpoint.
+    /// Whether the duration histogram is bound per endpoint (feature
+    /// `metrics-bound`).
     pub(super) bind: bool,
 }
 
@@ -46,8 +47,8 @@ impl BalanceMetrics {
     pub(crate) fn new(cfg: &Metrics, built: &Built<'_>) -> Arc<Self> {
         let meter = &cfg.meter;
         let attrs: Box<[KeyValue]> = Box::new([
-            KeyValue::new("lb.name", cfg.name.to_string()),
-            KeyValue::new("lb.algorithm", built.algorithm),
+            KeyValue::new(attr::NAME, cfg.name.to_string()),
+            KeyValue::new(attr::ALGORITHM, built.algorithm),
         ]);
         let this = Arc::new(Self {
             duration: meter
@@ -64,7 +65,7 @@ impl BalanceMetrics {
                 .build(),
             refusal_attrs: Refusal::ALL.map(|r| {
                 let mut v = attrs.to_vec();
-                v.push(KeyValue::new("reason", r.as_str()));
+                v.push(KeyValue::new(attr::REFUSAL_REASON, r.as_str()));
                 v.into_boxed_slice()
             }),
             attrs,
@@ -87,22 +88,21 @@ impl Observe for BalanceMetrics {
         label: &str,
         meta: &EndpointMeta,
     ) -> Option<Box<dyn EndpointObserver>> {
-        let attrs = Arc::new(Slot::new(EndpointAttrs::new(
+        let slot = Arc::new(Slot::new(EndpointAttrs::new(
             &self.attrs,
             label,
             meta,
-            &self.duration,
             self.bind,
         )));
         let recorder = Recorder {
-            birth: attrs.load().durations.clone(),
-            attrs: Arc::clone(&attrs),
+            birth: slot.load_full(),
+            slot: Arc::clone(&slot),
             duration: self.duration.clone(),
         };
         self.born
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(id, attrs);
+            .insert(id, slot);
         Some(Box::new(recorder))
     }
 
@@ -117,13 +117,7 @@ impl Observe for BalanceMetrics {
         for (s, slot) in &pool {
             let meta = s.meta();
             if slot.load().placement != placement(&meta) {
-                slot.replace(EndpointAttrs::new(
-                    &self.attrs,
-                    s.label(),
-                    &meta,
-                    &self.duration,
-                    self.bind,
-                ));
+                slot.replace(EndpointAttrs::new(&self.attrs, s.label(), &meta, self.bind));
             }
         }
         born.retain(|id, _| members.iter().any(|s| s.id() == *id));

@@ -6,16 +6,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{BoundHistogram, Histogram};
+use opentelemetry::metrics::Histogram;
 
 use arc_swap::ArcSwap;
 
+use super::attr;
 use crate::breaker::State;
 use crate::endpoint::{EndpointMeta, EndpointObserver};
 use crate::outcome::{FailureKind, Outcome};
 use crate::outlier::EjectionReason;
 
-/// Values of the `state` attribute of `lb.endpoint.health`, in the order of
+/// Values of `lb.endpoint.state` on `lb.endpoint.health`, in the order of
 /// [`EndpointAttrs::health`].
 pub(crate) const HEALTH_STATES: [&str; 7] = [
     "healthy",
@@ -27,8 +28,23 @@ pub(crate) const HEALTH_STATES: [&str; 7] = [
     "draining",
 ];
 
-/// An endpoint's attribute sets for every series its observable instruments
-/// report (kept by the balancer's metrics, read when the exporter collects).
+/// Outcomes a call is recorded under: success, then one per failure kind
+/// (`error.type`), in the order of [`FailureKind::NAMES`].
+pub(crate) const OUTCOMES: usize = 1 + FailureKind::NAMES.len();
+
+/// Index into an endpoint's per-outcome sets, `None` for a call classified
+/// `Ignore` (left out of `lb.requests` and the histogram alike).
+#[inline]
+fn outcome_index(outcome: Outcome) -> Option<usize> {
+    match outcome {
+        Outcome::Success => Some(0),
+        Outcome::Failure(kind) => Some(1 + kind.index()),
+        Outcome::Ignore => None,
+    }
+}
+
+/// An endpoint's attribute sets for every series it reports (kept by the
+/// balancer's metrics, read when the exporter collects and on each record).
 #[derive(Debug)]
 pub(crate) struct EndpointAttrs {
     /// The zone and priority the sets carry.
@@ -36,20 +52,24 @@ pub(crate) struct EndpointAttrs {
     /// `lb.name`, `lb.algorithm`, `lb.endpoint`, and for a placed endpoint
     /// `lb.endpoint.zone`, `lb.endpoint.priority`.
     pub(crate) base: Box<[KeyValue]>,
-    /// `base` + `outcome`: success, failure.
-    pub(crate) outcome: [Box<[KeyValue]>; 2],
-    /// `base` + `outcome` failure + `kind`, in the order of
-    /// [`FailureKind::NAMES`] (`lb.requests`' failure series).
-    pub(crate) failures: [Box<[KeyValue]>; FailureKind::NAMES.len()],
-    /// `lb.request.duration` bound to the two `outcome` sets (`None` with
-    /// [`Metrics::bound(false)`](super::Metrics::bound)).
-    pub(crate) durations: Option<[BoundHistogram<f64>; 2]>,
-    /// `base` + `state`, in the order of [`HEALTH_STATES`].
+    /// `lb.requests`' sets: `base` for successes, then `base` +
+    /// `error.type` for each failure kind ([`OUTCOMES`] in all).
+    pub(crate) requests: [Box<[KeyValue]>; OUTCOMES],
+    /// `lb.request.duration`'s sets, in the same order: `base` without
+    /// `lb.algorithm` (one attribute less to hash on every record; a
+    /// balancer has one algorithm), + `error.type` for failures.
+    pub(crate) durations: [Box<[KeyValue]>; OUTCOMES],
+    /// `base` + `lb.endpoint.state`, in the order of [`HEALTH_STATES`].
     pub(crate) health: [Box<[KeyValue]>; HEALTH_STATES.len()],
-    /// `base` + `state`, in the order of [`State::ALL`].
+    /// `base` + `lb.breaker.state`, in the order of [`State::ALL`].
     pub(crate) breaker: [Box<[KeyValue]>; State::ALL.len()],
-    /// `base` + `reason`, in the order of [`EjectionReason::ALL`].
+    /// `base` + `lb.outlier.reason`, in the order of [`EjectionReason::ALL`].
     pub(crate) ejection: [Box<[KeyValue]>; EjectionReason::ALL.len()],
+    /// `lb.request.duration` bound to each of `durations`, on its first
+    /// record (feature `metrics-bound`, with
+    /// `Metrics::bound(true)`).
+    #[cfg(feature = "metrics-bound")]
+    pub(crate) bound: Option<super::bound::Bound>,
 }
 
 impl EndpointAttrs {
@@ -57,48 +77,63 @@ impl EndpointAttrs {
     /// priority are attributes (bounded: one value per endpoint), its
     /// labels never are. An endpoint with neither a zone nor a priority
     /// other than 0 carries neither attribute: the SDK hashes every
-    /// attribute of a set on each record, and the two extra ones cost the
-    /// per-request histogram about 10% (`benches/balance.rs`, `metrics/on`)
-    /// for users who do not place their endpoints. Prometheus reads an
-    /// absent label as empty, so `lb_endpoint_zone=""` still selects them.
+    /// attribute of a set on each record of the histogram, so users who do
+    /// not place their endpoints do not pay for two more. Prometheus reads
+    /// an absent label as empty, so `lb_endpoint_zone=""` still selects
+    /// them.
     pub(crate) fn new(
         balancer: &[KeyValue],
         endpoint: &str,
         meta: &EndpointMeta,
-        duration: &Histogram<f64>,
         bind: bool,
     ) -> Self {
         let placement = placement(meta);
         let mut base = balancer.to_vec();
-        base.push(KeyValue::new("lb.endpoint", endpoint.to_string()));
+        base.push(KeyValue::new(attr::ENDPOINT, endpoint.to_string()));
         if !placement.0.is_empty() || placement.1 != 0 {
-            base.push(KeyValue::new("lb.endpoint.zone", placement.0.clone()));
-            base.push(KeyValue::new(
-                "lb.endpoint.priority",
-                i64::from(placement.1),
-            ));
+            base.push(KeyValue::new(attr::ZONE, placement.0.clone()));
+            base.push(KeyValue::new(attr::PRIORITY, i64::from(placement.1)));
         }
-        let with = |key: &'static str, value: &'static str| -> Box<[KeyValue]> {
-            let mut v = base.clone();
+        let plus = |set: &[KeyValue], key: &'static str, value: &'static str| -> Box<[KeyValue]> {
+            let mut v = set.to_vec();
             v.push(KeyValue::new(key, value));
             v.into_boxed_slice()
         };
-        let outcome = [with("outcome", "success"), with("outcome", "failure")];
-        let failures = FailureKind::NAMES.map(|kind| {
-            let mut v = outcome[1].to_vec();
-            v.push(KeyValue::new("kind", kind));
-            v.into_boxed_slice()
-        });
+        let by_outcome = |set: &[KeyValue]| -> [Box<[KeyValue]>; OUTCOMES] {
+            std::array::from_fn(|i| match i {
+                0 => set.into(),
+                i => plus(set, attr::ERROR_TYPE, FailureKind::NAMES[i - 1]),
+            })
+        };
+        let short: Vec<KeyValue> = base
+            .iter()
+            .filter(|kv| kv.key.as_str() != attr::ALGORITHM)
+            .cloned()
+            .collect();
+        #[cfg(not(feature = "metrics-bound"))]
+        let _ = bind;
         Self {
-            failures,
-            durations: bind.then(|| [duration.bind(&outcome[0]), duration.bind(&outcome[1])]),
-            outcome,
-            health: HEALTH_STATES.map(|s| with("state", s)),
-            breaker: State::ALL.map(|s| with("state", s.as_str())),
-            ejection: EjectionReason::ALL.map(|r| with("reason", r.as_str())),
+            requests: by_outcome(&base),
+            durations: by_outcome(&short),
+            health: HEALTH_STATES.map(|s| plus(&base, attr::ENDPOINT_STATE, s)),
+            breaker: State::ALL.map(|s| plus(&base, attr::BREAKER_STATE, s.as_str())),
+            ejection: EjectionReason::ALL.map(|r| plus(&base, attr::OUTLIER_REASON, r.as_str())),
+            #[cfg(feature = "metrics-bound")]
+            bound: bind.then(super::bound::Bound::default),
             base: base.into_boxed_slice(),
             placement,
         }
+    }
+
+    /// Records `secs` on `duration` under outcome `i`: through the bound
+    /// histogram when there is one, else with the attribute set.
+    #[inline]
+    fn record(&self, duration: &Histogram<f64>, i: usize, secs: f64) {
+        #[cfg(feature = "metrics-bound")]
+        if let Some(bound) = &self.bound {
+            return bound.record(duration, &self.durations[i], i, secs);
+        }
+        duration.record(secs, &self.durations[i]);
     }
 }
 
@@ -113,7 +148,7 @@ pub(crate) fn placement(meta: &EndpointMeta) -> (String, u32) {
 pub(crate) struct Slot {
     current: ArcSwap<EndpointAttrs>,
     /// The sets have been replaced since the endpoint joined: its
-    /// [`Recorder`]'s birth histograms are no longer its series.
+    /// [`Recorder`]'s birth sets are no longer its series.
     moved: AtomicBool,
 }
 
@@ -130,6 +165,11 @@ impl Slot {
         self.current.load()
     }
 
+    /// The current sets, owned.
+    pub(crate) fn load_full(&self) -> Arc<EndpointAttrs> {
+        self.current.load_full()
+    }
+
     /// Replaces the sets (a new placement); records go to the new ones
     /// from now on.
     pub(crate) fn replace(&self, attrs: EndpointAttrs) {
@@ -141,29 +181,25 @@ impl Slot {
 /// Records `lb.request.duration` for one endpoint: the only per-request
 /// measurement. Lives in the endpoint's state.
 ///
-/// The histogram is bound to the endpoint's two outcome sets when they are
-/// built (OpenTelemetry's bound instruments): a record is one atomic
-/// update of the SDK's buckets. Unbound, the SDK hashes the five or seven
-/// attributes with SipHash and compares them on every record, which made
-/// metrics on 1.9-2.0x metrics off per request (`benches/balance.rs`,
-/// `metrics/on`); bound, see the bench's figures in the README.
+/// A record is `Histogram::record` with the endpoint's attribute set for
+/// the call's outcome, built when the endpoint joined: no allocation, but
+/// the SDK hashes and compares the set's attributes on every record (see
+/// the [module docs](super) on cost). With feature `metrics-bound` and
+/// `Metrics::bound(true)` it goes through a
+/// histogram bound to that set instead.
 ///
-/// The histograms bound when the endpoint joined are kept here as well as
-/// in its [`Slot`], and used while its placement has not changed (one
-/// relaxed load): reading them through the slot's `ArcSwap` cost two
-/// locked instructions and 85 instructions in all per request, a third of
-/// the record (callgrind, `benches/interleaved.rs`, `whole`). After a
-/// change (a discovery update of the endpoint's zone or priority, rare),
-/// records read the slot. The birth series then stays bound until the
-/// endpoint leaves: under cumulative temporality (Prometheus) every series
-/// stays anyway; under delta, that one is not evicted while idle.
+/// The sets the endpoint joined with are kept here as well as in its
+/// [`Slot`], and used while its placement has not changed (one relaxed
+/// load): reading them through the slot's `ArcSwap` costs two locked
+/// instructions per request. After a change (a discovery update of the
+/// endpoint's zone or priority, rare), records read the slot.
 #[derive(Debug)]
 pub(crate) struct Recorder {
-    /// The endpoint's attribute sets and their bound histograms.
-    pub(crate) attrs: Arc<Slot>,
-    /// The histograms bound to the sets the endpoint joined with, if bound.
-    pub(crate) birth: Option<[BoundHistogram<f64>; 2]>,
-    /// The histogram itself, for records without binding.
+    /// The endpoint's attribute sets.
+    pub(crate) slot: Arc<Slot>,
+    /// The sets the endpoint joined with.
+    pub(crate) birth: Arc<EndpointAttrs>,
+    /// The balancer's `lb.request.duration`.
     pub(crate) duration: Histogram<f64>,
 }
 
@@ -172,22 +208,13 @@ impl EndpointObserver for Recorder {
     /// endpoint's request counters, so `lb.requests` and the histogram agree.
     #[inline]
     fn finished(&self, outcome: Outcome, latency: Duration) {
-        let i = match outcome {
-            Outcome::Success => 0,
-            Outcome::Failure(_) => 1,
-            Outcome::Ignore => return,
+        let Some(i) = outcome_index(outcome) else {
+            return;
         };
-        if let Some(birth) = &self.birth
-            && !self.attrs.moved.load(Ordering::Relaxed)
-        {
-            return birth[i].record(latency.as_secs_f64());
+        let secs = latency.as_secs_f64();
+        if !self.slot.moved.load(Ordering::Relaxed) {
+            return self.birth.record(&self.duration, i, secs);
         }
-        let attrs = self.attrs.load();
-        match &attrs.durations {
-            Some(bound) => bound[i].record(latency.as_secs_f64()),
-            None => self
-                .duration
-                .record(latency.as_secs_f64(), &attrs.outcome[i]),
-        }
+        self.slot.load().record(&self.duration, i, secs);
     }
 }

@@ -8,6 +8,7 @@ use opentelemetry::KeyValue;
 use opentelemetry::metrics::{AsyncInstrument, Meter};
 use tokio::time::Instant;
 
+use super::attr;
 use super::balancer::BalanceMetrics;
 use super::endpoint::EndpointAttrs;
 use crate::breaker::State;
@@ -48,23 +49,23 @@ pub(super) fn register(meter: &Meter, m: &Arc<BalanceMetrics>, health: &Health) 
     probes(meter, m);
 }
 
-/// `lb.requests` (by outcome and failure kind), `lb.endpoint.in_flight`,
-/// `lb.picks`: the per-endpoint counts.
+/// `lb.requests` (successes, and failures by `error.type`),
+/// `lb.endpoint.in_flight`, `lb.picks`: the per-endpoint counts.
 fn requests(meter: &Meter, w: &Weak<BalanceMetrics>) {
     let wk = w.clone();
     meter
         .u64_observable_counter("lb.requests")
         .with_unit("{request}")
-        .with_description("Calls completed per endpoint, by outcome and failure kind")
+        .with_description("Calls completed per endpoint; failures carry error.type, their kind")
         .with_callback(move |o| {
             each(&wk, o, |s, em, o| {
                 let by_kind = s.failures_by_kind();
                 let failed: u64 = by_kind.iter().sum();
-                o.observe(s.requests().saturating_sub(failed), &em.outcome[0]);
+                o.observe(s.requests().saturating_sub(failed), &em.requests[0]);
                 // A kind's series appears once it happened (counters only
                 // grow, so it never vanishes): seven zero series per
                 // endpoint would crowd the exposition.
-                for (n, attrs) in by_kind.iter().zip(&em.failures) {
+                for (n, attrs) in by_kind.iter().zip(&em.requests[1..]) {
                     if *n > 0 {
                         o.observe(*n, attrs);
                     }
@@ -73,12 +74,19 @@ fn requests(meter: &Meter, w: &Weak<BalanceMetrics>) {
         })
         .build();
 
+    // An up-down counter, not a gauge: requests in flight add up over
+    // endpoints (OpenTelemetry's rule for additive values, and the kind of
+    // the HTTP conventions' `http.client.active_requests`).
     let wk = w.clone();
     meter
-        .u64_observable_gauge("lb.endpoint.in_flight")
+        .i64_observable_up_down_counter("lb.endpoint.in_flight")
         .with_unit("{request}")
         .with_description("Requests in flight per endpoint")
-        .with_callback(move |o| each(&wk, o, |s, em, o| o.observe(s.in_flight() as u64, &em.base)))
+        .with_callback(move |o| {
+            each(&wk, o, |s, em, o| {
+                o.observe(i64::try_from(s.in_flight()).unwrap_or(i64::MAX), &em.base)
+            })
+        })
         .build();
 
     let wk = w.clone();
@@ -109,6 +117,7 @@ fn endpoint_gauges(meter: &Meter, w: &Weak<BalanceMetrics>) {
     let wk = w.clone();
     meter
         .f64_observable_gauge("lb.endpoint.load.utilization")
+        .with_unit("1")
         .with_description(
             "Utilization the endpoint last reported (ORCA: application, else CPU), while the report is trusted",
         )
@@ -139,7 +148,7 @@ fn endpoint_gauges(meter: &Meter, w: &Weak<BalanceMetrics>) {
     let wk = w.clone();
     meter
         .u64_observable_gauge("lb.endpoint.health")
-        .with_description("1 when the endpoint can be picked; `state` says why not")
+        .with_description("1 when the endpoint can be picked; lb.endpoint.state says why not")
         .with_callback(move |o| {
             let now = Instant::now();
             each(&wk, o, |s, em, o| {
@@ -270,11 +279,11 @@ fn probes(meter: &Meter, m: &Arc<BalanceMetrics>) {
     };
     let results: Vec<Vec<KeyValue>> = ["sent", "answered", "failed", "dropped"]
         .into_iter()
-        .map(|r| by("result", r))
+        .map(|r| by(attr::PROBE_RESULT, r))
         .collect();
     let sources: Vec<Vec<KeyValue>> = ["pool", "fallback"]
         .into_iter()
-        .map(|r| by("source", r))
+        .map(|r| by(attr::PROBE_SOURCE, r))
         .collect();
     let p = Arc::downgrade(pool);
     meter

@@ -27,6 +27,7 @@ pub struct Metrics {
     pub(crate) name: Arc<str>,
     pub(crate) buckets: Arc<[f64]>,
     pub(crate) retries: Vec<RetrySource>,
+    /// Bound histograms (feature `metrics-bound`; always `false` without).
     pub(crate) bind: bool,
 }
 
@@ -38,7 +39,7 @@ impl Metrics {
             name: Arc::from(name.into()),
             buckets: Arc::from(&DEFAULT_DURATION_BUCKETS[..]),
             retries: Vec::new(),
-            bind: true,
+            bind: false,
         }
     }
 
@@ -54,20 +55,26 @@ impl Metrics {
         &self.name
     }
 
-    /// Whether `lb.request.duration` is recorded through histograms bound
-    /// to each endpoint's attributes (default `true`; see the module's
-    /// notes on cost). Turn it off only for a meter provider other than
-    /// `opentelemetry_sdk` that does not implement binding (the API's
-    /// default `bind` records nothing); each record then hashes and
-    /// compares its attributes, which costs about as much as the rest of
-    /// the call through the balancer.
+    /// Records `lb.request.duration` through histograms bound to each
+    /// endpoint's attribute sets (feature `metrics-bound`; default `false`:
+    /// `Histogram::record` with the set, OpenTelemetry's stable API). A
+    /// bound record skips hashing and comparing the set's attributes (see
+    /// the [module docs](super) on cost); the feature turns on
+    /// OpenTelemetry's experimental bound instruments in `opentelemetry`
+    /// and `opentelemetry_sdk` 0.33. Leave it off with a meter provider
+    /// other than that SDK: the API's default `bind` records nothing.
+    ///
+    /// The exposition is the same either way: each series appears with its
+    /// first record.
     ///
     /// ```
     /// use tower_lb::metrics::Metrics;
     /// let meter = opentelemetry::global::meter("app");
-    /// let m = Metrics::new(&meter, "users").bound(false);
+    /// let m = Metrics::new(&meter, "users").bound(true);
     /// # let _ = m;
     /// ```
+    #[cfg(feature = "metrics-bound")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics-bound")))]
     pub fn bound(mut self, on: bool) -> Self {
         self.bind = on;
         self
@@ -109,6 +116,7 @@ impl fmt::Debug for Metrics {
             .field("name", &self.name)
             .field("buckets", &self.buckets)
             .field("retry_layers", &self.retries.len())
+            .field("bound", &self.bind)
             .finish_non_exhaustive()
     }
 }

@@ -177,7 +177,9 @@ fn routed_path_does_not_allocate() {
 }
 
 /// The duration histogram is recorded with attribute sets built when the
-/// endpoint joined, on a real SDK meter provider.
+/// endpoint joined, on a real SDK meter provider: OpenTelemetry's stable
+/// `Histogram::record` (the SDK looks the set up without allocating once
+/// its series exists), and with feature `metrics-bound` bound histograms.
 #[cfg(feature = "metrics")]
 fn with_metrics() {
     use opentelemetry::metrics::MeterProvider;
@@ -204,6 +206,19 @@ fn with_metrics() {
     assert_eq!(count(build(pick::PeakEwma::default(), &meter), 20_000), 0);
     assert_eq!(count(build(pick::RoundRobin::new(), &meter), 20_000), 0);
     assert_eq!(count(build(pick::LeastInFlight::new(), &meter), 20_000), 0);
+    // Through bound histograms (each bound on its outcome's first record,
+    // in the warm-up).
+    #[cfg(feature = "metrics-bound")]
+    {
+        let mut b = Balance::builder()
+            .picker(pick::RoundRobin::new())
+            .seed(1)
+            .metrics(Metrics::new(&meter, "alloc-bound").bound(true));
+        for i in 0..16u32 {
+            b = b.endpoint(i, Noop);
+        }
+        assert_eq!(count(b.build().unwrap(), 20_000), 0);
+    }
 }
 
 /// An HTTP endpoint that answers with a one-frame static body and allocates

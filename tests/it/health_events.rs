@@ -223,7 +223,9 @@ async fn refusals_are_counted_by_reason_in_the_prometheus_text() {
     let text = exporter.render().unwrap();
     let line = text
         .lines()
-        .find(|l| l.starts_with("lb_refusals_total") && l.contains("reason=\"no_endpoints\""))
+        .find(|l| {
+            l.starts_with("lb_refusals_total") && l.contains("lb_refusal_reason=\"no_endpoints\"")
+        })
         .unwrap_or_else(|| panic!("{text}"));
     assert!(line.contains("lb_name=\"empty\""), "{line}");
     assert!(line.ends_with(" 3"), "{line}");

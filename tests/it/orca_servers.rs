@@ -146,7 +146,7 @@ async fn hyper_servers_reports_steer_picks_and_reach_the_exposition() {
         };
         let v: f64 = value.parse().unwrap();
         match name {
-            "lb_endpoint_load_utilization" => util.insert(ep.to_string(), v),
+            "lb_endpoint_load_utilization_ratio" => util.insert(ep.to_string(), v),
             "lb_endpoint_concurrency_limit" => limit.insert(ep.to_string(), v),
             _ => None,
         };
@@ -165,7 +165,7 @@ async fn hyper_servers_reports_steer_picks_and_reach_the_exposition() {
     ))
     .unwrap();
     for name in [
-        "lb_endpoint_load_utilization",
+        "lb_endpoint_load_utilization_ratio",
         "lb_endpoint_concurrency_limit",
     ] {
         assert!(dash.contains(name), "dashboard lacks {name}");

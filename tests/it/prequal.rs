@@ -90,12 +90,15 @@ async fn http_probes_are_answered_and_picks_come_from_them() {
     };
     let c = lb.picker().counts();
     assert_eq!(
-        line("lb_probes_total", "result=\"answered\""),
+        line("lb_probes_total", "lb_probe_result=\"answered\""),
         c.answered as f64
     );
-    assert_eq!(line("lb_probes_total", "result=\"sent\""), c.sent as f64);
     assert_eq!(
-        line("lb_probe_picks_total", "source=\"pool\""),
+        line("lb_probes_total", "lb_probe_result=\"sent\""),
+        c.sent as f64
+    );
+    assert_eq!(
+        line("lb_probe_picks_total", "lb_probe_source=\"pool\""),
         c.pooled as f64
     );
 }
