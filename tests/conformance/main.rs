@@ -19,6 +19,7 @@ mod panic;
 mod recovery;
 mod reports;
 mod spread;
+mod stack;
 mod wire;
 
 #[path = "../support/backend.rs"]
