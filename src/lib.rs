@@ -114,6 +114,8 @@ mod documents {
     struct Tails;
     #[doc = include_str!("../docs/dependencies.md")]
     struct Dependencies;
+    #[doc = include_str!("../docs/history.md")]
+    struct History;
 }
 
 pub use balance::{Balance, Handle};
