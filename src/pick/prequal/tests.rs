@@ -19,7 +19,8 @@ fn cand(index: usize, rif: f64, latency_ms: f64, failure: f64) -> Candidate {
 fn what_this_balancer_saw_vetoes_a_candidate() {
     // (candidates as (rif, latency ms, own model's ms), chosen): the hot-
     // cold rule among those the own model expects within twice the best.
-    let cases: [(&[(f64, f64, f64)], Option<usize>); 4] = [
+    type Case = (&'static [(f64, f64, f64)], Option<usize>);
+    let cases: [Case; 4] = [
         // The probe says 1 is fastest and cold; this balancer saw it slow.
         (
             &[(3.0, 10.0, 10.0), (1.0, 5.0, 50.0), (2.0, 8.0, 12.0)],
