@@ -17,8 +17,8 @@ mod stats;
 mod tests;
 
 pub use pool::{
-    Answer, Candidate, HISTORY, MAX_FAILURE, MAX_POOL, MIN_CANDIDATES, ProbePool, hot_cold,
-    quantile,
+    Answer, COLD_SLOWDOWN, Candidate, HISTORY, MAX_FAILURE, MAX_POOL, MIN_CANDIDATES, OWN_VETO,
+    ProbePool, hot_cold, quantile,
 };
 pub use stats::{ProbeCounts, ProbeStats};
 
@@ -347,7 +347,8 @@ impl<Req, P: Pick<Req>> Pick<Req> for Prequal<P> {
             } else {
                 f64::INFINITY
             };
-            cx.is_available(i).then_some((i, e.failure_rate, own, own_ns))
+            cx.is_available(i)
+                .then_some((i, e.failure_rate, own, own_ns))
         });
         let stats = &self.pool.stats;
         match chosen {
