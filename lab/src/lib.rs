@@ -8,6 +8,7 @@
 //! cargo lab --sim --json out.json                    # + out.svg
 //! cargo lab --peers nginx,haproxy                    # + central proxies
 //! cargo lab --sim --find-capacity                    # the load each picker holds
+//! cargo lab --family                                 # the scenario family's scorecard
 //! ```
 //!
 //! Every run writes a report page (the tables and the charts) and prints its
@@ -25,12 +26,14 @@ pub mod discover;
 pub mod driver;
 pub mod endpoint;
 pub mod error;
+pub mod family;
 pub mod fleet;
 pub mod membership;
 pub mod oracle;
 pub mod outcome;
 pub mod output;
 pub mod peers;
+pub mod precise;
 pub mod random;
 pub mod record;
 pub mod replica;
@@ -57,6 +60,14 @@ use scenario::Scenario;
 /// and, if asked, the JSON and its chart; returns the reports (none for
 /// `--help`).
 pub fn cli(args: &[String]) -> Result<Vec<Report>, LabError> {
+    // `--family [NAME]`: the scenario family and its scorecard.
+    if args
+        .iter()
+        .any(|a| a == "--family" || a.starts_with("--family="))
+    {
+        family::cli(args)?;
+        return Ok(Vec::new());
+    }
     let Some(a) = args::parse(args)? else {
         println!("{USAGE}\n\npickers: {}", scenario::known_pickers());
         return Ok(Vec::new());

@@ -110,6 +110,12 @@ pub fn html(sc: &Scenario, reports: &[Report]) -> String {
 
 /// A self-contained page around `body`.
 fn page_html(sc: &Scenario, body: &str) -> String {
+    page(&sc.name, &sc.description, body)
+}
+
+/// A self-contained page titled `name`, with `desc` under the title, around
+/// `body` (the family's page too).
+pub fn page(name: &str, desc: &str, body: &str) -> String {
     format!(
         r#"<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>tower-lb lab: {name}</title>
@@ -119,12 +125,13 @@ fn page_html(sc: &Scenario, body: &str) -> String {
 <p>{desc}</p>
 {body}</body></html>
 "#,
-        name = esc(&sc.name),
-        desc = esc(&sc.description),
+        name = esc(name),
+        desc = esc(desc),
     )
 }
 
-fn esc(s: &str) -> String {
+/// `s` in HTML text.
+pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
