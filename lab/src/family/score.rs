@@ -11,7 +11,7 @@ pub const MISS_MS: f64 = 10_000.0;
 
 /// The smallest p99 a ratio divides by, ms: the sim's timer can make a
 /// sub-millisecond p99 zero.
-const FLOOR_MS: f64 = 0.001;
+pub const FLOOR_MS: f64 = 0.001;
 
 /// A tenth of the fair share: under it, a replica is starved.
 pub const STARVED: f64 = 0.1;

@@ -179,7 +179,7 @@ impl FamilyReport {
         }
     }
 
-    /// The identical fleets' shares in [`WINDOW_S`] windows, per row, at
+    /// The identical fleets' shares in 5 s windows, per row, at
     /// the first seed.
     pub fn timelines(&self, out: &mut String) {
         for (i, runs) in self.runs.iter().enumerate() {
