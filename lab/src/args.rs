@@ -178,7 +178,7 @@ fn duration(v: &str) -> Result<std::time::Duration, LabError> {
 }
 
 /// `--pickers`'s pickers, from a comma-separated list (at least one).
-fn pickers(v: &str) -> Result<Vec<PickerName>, LabError> {
+pub fn pickers(v: &str) -> Result<Vec<PickerName>, LabError> {
     let list = v
         .split(',')
         .filter(|s| !s.trim().is_empty())

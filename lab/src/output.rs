@@ -75,7 +75,8 @@ pub fn write_capacity(sc: &Scenario, a: &Args, found: &CapacityReport) -> Result
     Ok(())
 }
 
-fn file(p: &Path, text: String) -> Result<(), LabError> {
+/// Writes `text` to `p`; the error names the file.
+pub fn file(p: &Path, text: String) -> Result<(), LabError> {
     std::fs::write(p, text)
         .map_err(|e| LabError::runtime(format!("{}: cannot write: {e}", p.display())))
 }

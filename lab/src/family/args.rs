@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{LabError, PickerName};
+use super::{LabError, PickerName, parse_pickers};
 
 /// What `cargo lab --family --help` prints.
 pub const USAGE: &str = "\
@@ -112,7 +112,7 @@ pub fn parse(args: &[String]) -> Result<Option<FamilyArgs>, LabError> {
             "--jobs" => {
                 a.jobs = number(flag, &value()?)?.clamp(1, 256) as usize;
             }
-            "--pickers" => a.pickers = Some(pickers(&value()?)?),
+            "--pickers" => a.pickers = Some(parse_pickers(&value()?)?),
             "--case" => {
                 let v = value()?;
                 a.cases = Some(v.split(',').map(|s| s.trim().to_string()).collect());
@@ -167,19 +167,6 @@ fn seeds(v: &str) -> Result<Vec<u64>, LabError> {
     };
     if list.is_empty() || list.len() > 100 {
         return Err(LabError::input("--seeds: list 1 to 100 seeds"));
-    }
-    Ok(list)
-}
-
-fn pickers(v: &str) -> Result<Vec<PickerName>, LabError> {
-    let list = v
-        .split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| s.trim().parse::<PickerName>())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| LabError::input(format!("--pickers: {e}")))?;
-    if list.is_empty() {
-        return Err(LabError::input("--pickers: list at least one picker"));
     }
     Ok(list)
 }

@@ -39,6 +39,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 // The rest of the lab, through this one place.
+use super::args::pickers as parse_pickers;
 use super::driver::{self, Options};
 use super::error::LabError;
 use super::output as page;
@@ -73,6 +74,13 @@ pub struct Case {
     pub axes: axes::Axes,
 }
 
+impl Case {
+    /// As the scorecard names it: `id name`.
+    pub fn label(&self) -> String {
+        format!("{} {}", self.id, self.name)
+    }
+}
+
 /// A family's run: its cases, every report, every row's figures and the
 /// scorecard.
 #[derive(Debug)]
@@ -102,8 +110,7 @@ pub struct FamilyReport {
 impl FamilyReport {
     /// Case `i` as the scorecard names it: `id name`.
     pub fn label(&self, i: usize) -> String {
-        let c = &self.family.cases[i];
-        format!("{} {}", c.id, c.name)
+        self.family.cases[i].label()
     }
 
     /// The card of `picker`.
@@ -145,27 +152,7 @@ pub fn cli(args: &[String]) -> Result<Option<FamilyReport>, LabError> {
 /// Runs the family `a` names; `None` when `a.print` asked for its scenario
 /// files instead (printed).
 pub fn run(a: &FamilyArgs) -> Result<Option<FamilyReport>, LabError> {
-    // The generator reads the pickers only to size its cases.
-    let mut fam = family(&a.name, a.family_seed, &default_pickers(true))?;
-    let sim = a.sim || !fam.http;
-    let pickers = default_pickers(sim);
-    if let Some(want) = &a.cases {
-        fam.cases
-            .retain(|c| want.iter().any(|w| *w == c.id || *w == c.name));
-        if fam.cases.is_empty() {
-            return Err(LabError::input(format!(
-                "--case: no case of family {} is called {}",
-                fam.name,
-                want.join(", ")
-            )));
-        }
-    }
-    let secs = a.duration.map(|d| d.as_secs().max(1));
-    let cases = fam
-        .cases
-        .iter()
-        .map(|c| toml::resolve(c, &fam.name, &pickers, fam.budget, secs))
-        .collect::<Result<Vec<_>, _>>()?;
+    let (fam, sim, cases) = resolved(a)?;
     if a.print {
         for c in &cases {
             println!("{}", c.text);
@@ -194,18 +181,7 @@ pub fn run(a: &FamilyArgs) -> Result<Option<FamilyReport>, LabError> {
         .zip(&shares)
         .map(|(r, &s)| card::rows(r, &seeds, s))
         .collect();
-    let scored: Vec<card::Scored<'_>> = fam
-        .cases
-        .iter()
-        .zip(&rows)
-        .zip(&shares)
-        .map(|((c, r), &s)| card::Scored {
-            label: format!("{} {}", c.id, c.name),
-            shares: s,
-            rows: r,
-        })
-        .collect();
-    let cards = card::cards(&scored);
+    let cards = scorecard(&fam, &rows, &shares);
     Ok(Some(FamilyReport {
         family: fam,
         cases,
@@ -218,4 +194,48 @@ pub fn run(a: &FamilyArgs) -> Result<Option<FamilyReport>, LabError> {
         threads: if sim { a.jobs } else { 1 },
         wall,
     }))
+}
+
+/// The family `a` names, narrowed to `--case`, whether it runs in sim,
+/// and its cases as scenarios.
+fn resolved(a: &FamilyArgs) -> Result<(Family, bool, Vec<toml::Resolved>), LabError> {
+    // The generator reads the pickers only to size its cases.
+    let mut fam = family(&a.name, a.family_seed, &default_pickers(true))?;
+    let sim = a.sim || !fam.http;
+    let pickers = default_pickers(sim);
+    if let Some(want) = &a.cases {
+        fam.cases
+            .retain(|c| want.iter().any(|w| *w == c.id || *w == c.name));
+        if fam.cases.is_empty() {
+            return Err(LabError::input(format!(
+                "--case: no case of family {} is called {}",
+                fam.name,
+                want.join(", ")
+            )));
+        }
+    }
+    let secs = a.duration.map(|d| d.as_secs().max(1));
+    let cases = fam
+        .cases
+        .iter()
+        .map(|c| toml::resolve(c, &fam.name, &pickers, fam.budget, secs))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((fam, sim, cases))
+}
+
+/// The cards of `rows` (per case), with `shares` saying which cases the
+/// share bounds apply to.
+fn scorecard(fam: &Family, rows: &[Vec<RowResult>], shares: &[bool]) -> Vec<Card> {
+    let scored: Vec<card::Scored<'_>> = fam
+        .cases
+        .iter()
+        .zip(rows)
+        .zip(shares)
+        .map(|((c, r), &s)| card::Scored {
+            label: c.label(),
+            shares: s,
+            rows: r,
+        })
+        .collect();
+    card::cards(&scored)
 }

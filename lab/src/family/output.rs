@@ -3,7 +3,7 @@
 //! every figure as JSON (`tower-lb-lab-family/1`).
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Serialize;
 
@@ -157,17 +157,12 @@ impl FamilyReport {
     }
 }
 
-fn file(p: &Path, text: String) -> Result<(), LabError> {
-    std::fs::write(p, text)
-        .map_err(|e| LabError::runtime(format!("{}: cannot write: {e}", p.display())))
-}
-
 /// Writes the page and the JSON as `a` asks, and says where unless
 /// `--quiet`.
 pub fn write(r: &FamilyReport, a: &FamilyArgs) -> Result<(), LabError> {
     let mut wrote = Vec::new();
     if let Some(path) = &a.json {
-        file(path, r.to_json())?;
+        page::file(path, r.to_json())?;
         wrote.push(path.clone());
     }
     let page = match &a.report {
@@ -175,7 +170,7 @@ pub fn write(r: &FamilyReport, a: &FamilyArgs) -> Result<(), LabError> {
         None => Some(PathBuf::from(format!("lab-family-{}.html", r.family.name))),
     };
     if let Some(path) = page {
-        file(&path, r.html())?;
+        page::file(&path, r.html())?;
         wrote.push(path);
     }
     if !a.quiet && !wrote.is_empty() {
