@@ -12,7 +12,7 @@ usage: cargo lab --family [NAME] [FLAGS]
   NAME                  all (default): issue 36's fleets, the LAN fleets and 24
                         generated cases, in sim, seeds 1-3; named: the fixed
                         cases alone; generated: the generated ones alone;
-                        quick: 8 small cases (the tests' subset), seed 1;
+                        quick: 9 small cases (the tests' subset), seed 1;
                         http: the 6 LAN fleets over real sockets, 10 s per row
   --family-seed N       seed of the generated cases (default 1): tune on one,
                         judge on another

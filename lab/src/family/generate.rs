@@ -58,7 +58,7 @@ pub const FAMILIES: &[(&str, &str)] = &[
     ("generated", "the 24 generated cases alone, in sim"),
     (
         "quick",
-        "8 small cases, one per fleet of issue 36, in sim (the tests' subset)",
+        "9 small cases: issue 36's fleets and LAN replicas, in sim (the tests' subset)",
     ),
     ("http", "the 6 LAN fleets over real sockets, 10 s per row"),
 ];

@@ -98,7 +98,8 @@ pub fn lan() -> Vec<Case> {
 }
 
 /// The quick subset: each of issue 36's fleets at a small scale (about
-/// 6,000 requests a row), for the tests.
+/// 6,000 requests a row), and identical LAN replicas in open loop, for the
+/// tests.
 // A table: one case a line.
 #[rustfmt::skip]
 pub fn quick() -> Vec<Case> {
@@ -120,5 +121,7 @@ pub fn quick() -> Vec<Case> {
             (5, 2, 2), 10_000, LOGNORMAL, FailFast, open(0.7)),
         case("q08", "antagonists", "half the pool with antagonists, 0.8",
             (6, 3, 2), 10_000, LOGNORMAL, Antagonists, open(0.8)),
+        case("q09", "lan-3-open", "3 identical LAN replicas at 200 us, 1,000 arrivals/s",
+            (3, 1, 1), 200, Mix::Identical, None, Loop::Rate { per_s: 1000.0 }),
     ]
 }
