@@ -75,9 +75,14 @@ pub struct Case {
 }
 
 impl Case {
-    /// As the scorecard names it: `id name`.
+    /// As the scorecard names it: `id name` (a generated case's name
+    /// starts with its id already).
     pub fn label(&self) -> String {
-        format!("{} {}", self.id, self.name)
+        if self.name.starts_with(&self.id) {
+            self.name.clone()
+        } else {
+            format!("{} {}", self.id, self.name)
+        }
     }
 }
 

@@ -45,7 +45,7 @@ fn reduced(r: Option<&Reduced>) -> String {
             r.geomean,
             r.worst,
             r.worst_seed,
-            clip(&r.worst_case, 24)
+            clip(&r.worst_case, 30)
         ),
         None => format!("{:>7} {:>7}", "-", "-"),
     }
@@ -104,12 +104,12 @@ impl FamilyReport {
             .max(6);
         let _ = writeln!(
             out,
-            "{:<w$}  {:<49} {:<49} {:>7}  {:>8} {:>8}",
+            "{:<w$}  {:<55} {:<55} {:>7}  {:>8} {:>8}",
             "picker", "p99 / oracle", "p99 / tower_p2c", "behind", "max/mean", "starved"
         );
         let _ = writeln!(
             out,
-            "{:<w$}  {:>7} {:>7} {:<33} {:>7} {:>7} {:<33} {:>7}  {:>8} {:>8}",
+            "{:<w$}  {:>7} {:>7} {:<39} {:>7} {:>7} {:<39} {:>7}  {:>8} {:>8}",
             "", "geomean", "worst", "", "geomean", "worst", "", "tower", "share", "s"
         );
         for c in &self.cards {
@@ -231,7 +231,7 @@ fn line(c: &Card, w: usize) -> String {
     };
     let compared = c.vs_tower.as_ref().map_or(0, |r| r.cases);
     format!(
-        "{:<w$}  {:<49} {:<49} {:>7}  {shares}",
+        "{:<w$}  {:<55} {:<55} {:>7}  {shares}",
         c.picker,
         reduced(c.vs_oracle.as_ref()),
         reduced(c.vs_tower.as_ref()),
