@@ -49,6 +49,9 @@ usage: cargo lab [FLAGS]
                          mode: the sim runs on one thread)
   --quiet                no progress line
   --help                 this text
+  --family [NAME]        the scenario family's scorecard instead of one scenario
+                         (all, named, generated, quick, http; its own flags:
+                         cargo lab --family --help)
 
 In http mode (without --sim) Prometheus metrics are served while the lab
 runs, at the address printed at the start (metrics: http://127.0.0.1:PORT/metrics).";
@@ -174,7 +177,7 @@ fn duration(v: &str) -> Result<std::time::Duration, LabError> {
 }
 
 /// `--pickers`'s pickers, from a comma-separated list (at least one).
-fn pickers(v: &str) -> Result<Vec<PickerName>, LabError> {
+pub fn pickers(v: &str) -> Result<Vec<PickerName>, LabError> {
     let list = v
         .split(',')
         .filter(|s| !s.trim().is_empty())

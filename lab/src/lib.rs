@@ -8,6 +8,7 @@
 //! cargo lab --sim --json out.json                    # + out.svg
 //! cargo lab --peers nginx,haproxy                    # + central proxies
 //! cargo lab --sim --find-capacity                    # the load each picker holds
+//! cargo lab --family                                 # the scenario family's scorecard
 //! ```
 //!
 //! Every run writes a report page (the tables and the charts) and prints its
@@ -17,6 +18,7 @@
 pub mod args;
 pub mod driver;
 pub mod error;
+pub mod family;
 pub mod output;
 pub mod peers;
 pub mod record;
@@ -35,6 +37,14 @@ use scenario::Scenario;
 /// and, if asked, the JSON and its chart; returns the reports (none for
 /// `--help`).
 pub fn cli(args: &[String]) -> Result<Vec<Report>, LabError> {
+    // `--family [NAME]`: the scenario family and its scorecard.
+    if args
+        .iter()
+        .any(|a| a == "--family" || a.starts_with("--family="))
+    {
+        family::cli(args)?;
+        return Ok(Vec::new());
+    }
     let Some(a) = args::parse(args)? else {
         println!("{USAGE}\n\npickers: {}", scenario::known_pickers());
         return Ok(Vec::new());

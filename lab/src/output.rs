@@ -74,7 +74,8 @@ pub fn write_capacity(sc: &Scenario, a: &Args, found: &CapacityReport) -> Result
     Ok(())
 }
 
-fn file(p: &Path, text: String) -> Result<(), LabError> {
+/// Writes `text` to `p`; the error names the file.
+pub fn file(p: &Path, text: String) -> Result<(), LabError> {
     std::fs::write(p, text)
         .map_err(|e| LabError::runtime(format!("{}: cannot write: {e}", p.display())))
 }
@@ -109,6 +110,12 @@ pub fn html(sc: &Scenario, reports: &[Report]) -> String {
 
 /// A self-contained page around `body`.
 fn page_html(sc: &Scenario, body: &str) -> String {
+    page(&sc.name, &sc.description, body)
+}
+
+/// A self-contained page titled `name`, with `desc` under the title, around
+/// `body` (the family's page too).
+pub fn page(name: &str, desc: &str, body: &str) -> String {
     format!(
         r#"<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>tower-lb lab: {name}</title>
@@ -118,12 +125,13 @@ fn page_html(sc: &Scenario, body: &str) -> String {
 <p>{desc}</p>
 {body}</body></html>
 "#,
-        name = esc(&sc.name),
-        desc = esc(&sc.description),
+        name = esc(name),
+        desc = esc(desc),
     )
 }
 
-fn esc(s: &str) -> String {
+/// `s` in HTML text.
+pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -122,6 +122,11 @@ pub struct PickerReport {
     /// `rest_ns`, always measured (shown in the table).
     #[serde(skip)]
     pub rest_ns_measured: f64,
+    /// p99 of every request, ms, a failed one counting as a miss (past
+    /// every answer: infinite when more than 1% failed); the family's
+    /// scorecard compares it ([`super::family`]).
+    #[serde(skip)]
+    pub p99_misses_ms: f64,
     /// One entry per second of the run.
     pub timeline: Vec<Second>,
     /// Open loop: the arrivals as intended and as sent (`null` in closed
