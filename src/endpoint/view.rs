@@ -39,6 +39,12 @@ impl<'a> View<'a> {
         self.hot.parallelism.get()
     }
 
+    /// Calls this lane has recorded on the endpoint.
+    #[inline(always)]
+    pub(crate) fn samples(self) -> u64 {
+        self.hot.requests.load(Ordering::Relaxed)
+    }
+
     /// This lane's floor latency in ns (+∞ before its first success).
     #[inline(always)]
     pub(crate) fn floor_ns(self) -> f64 {

@@ -124,7 +124,7 @@ pub struct PickerReport {
     pub rest_ns_measured: f64,
     /// p99 of every request, ms, a failed one counting as a miss (past
     /// every answer: infinite when more than 1% failed); the family's
-    /// scorecard compares it ([`super::family`]).
+    /// scorecard compares it ([`crate::family`]).
     #[serde(skip)]
     pub p99_misses_ms: f64,
     /// One entry per second of the run.
