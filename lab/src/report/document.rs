@@ -47,6 +47,11 @@ pub struct Report {
     /// One entry per row: the pickers in the scenario's order, then the
     /// peers.
     pub runs: Vec<PickerReport>,
+    /// The summary with the ratio columns (`--ratio-to`), when the run has
+    /// a row to divide by; absent otherwise (and from each seed's report
+    /// of a `--seeds` run, whose document holds the summary over them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<super::summary::Summary>,
 }
 
 /// A backend as configured.
@@ -270,6 +275,7 @@ impl Report {
                 .collect(),
             notes: Vec::new(),
             runs: Vec::new(),
+            summary: None,
         }
     }
 
