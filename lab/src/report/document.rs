@@ -295,7 +295,10 @@ impl Report {
         let name = if r.peer.is_some() {
             format!("{} (peer)", r.picker)
         } else if r.rival.is_some() {
-            format!("{} (rival)", r.picker)
+            match r.picker.parse::<crate::scenario::Rival>() {
+                Ok(rival) => rival.row_name(),
+                Err(()) => format!("{} (rival)", r.picker),
+            }
         } else if r.weighted && self.backends.iter().any(|b| b.weight != 1.0) {
             format!("{} (w)", r.picker)
         } else {
