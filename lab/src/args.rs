@@ -48,6 +48,8 @@ usage: cargo lab [FLAGS]
   --set P.FIELD=V[,V..]  a picker setting, as [picker.P] FIELD = V in a scenario
                          (e.g. peak_ewma.sample_decay=2s); several values: one
                          row each
+  --vary P.FIELD=V[,V..] rows beside P's own, one per value of FIELD (the rest
+                         of P's settings kept): e.g. prequal.pool_size=8,32
   --warm-select          time a second pick made right after the one that
                          decides (its result unused): selection with warm
                          caches; cursors of round robin pickers then advance
@@ -85,8 +87,8 @@ pub struct Args {
     pub ratio: crate::report::summary::RatioTo,
     /// `--clients`.
     pub clients: Option<u32>,
-    /// `--set`: picker, field, values.
-    pub set: Vec<(String, String, Vec<String>)>,
+    /// `--set` and `--vary`, in order.
+    pub set: Vec<scenario::SetFlag>,
 }
 
 /// Parses the flags; `Ok(None)` means `--help`.
@@ -153,9 +155,9 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, LabError> {
                     LabError::input(format!("--clients: \"{v}\" is not a whole number"))
                 })?);
             }
-            "--set" => a.set.push(
-                scenario::tuning::parse_set(&value(flag)?)
-                    .map_err(|e| LabError::input(format!("--set: {e}")))?,
+            "--set" | "--vary" => a.set.push(
+                scenario::tuning::parse_set(&value(flag)?, flag == "--vary")
+                    .map_err(|e| LabError::input(format!("{flag}: {e}")))?,
             ),
             "--peers" => {
                 let v = value(flag)?;

@@ -38,6 +38,13 @@ use scenario::Scenario;
 /// JSON and its chart; returns the reports (per level, then per seed; none
 /// for `--help`).
 pub fn cli(args: &[String]) -> Result<Vec<Report>, LabError> {
+    Ok(runs(args)?.into_iter().flat_map(|r| r.reports).collect())
+}
+
+/// [`cli`], returning each level's reports with their summary (what the
+/// README's tables are: `lab/tests/headline.rs` runs the README's command
+/// through this).
+pub fn runs(args: &[String]) -> Result<Vec<Seeded>, LabError> {
     let Some(a) = args::parse(args)? else {
         println!("{USAGE}\n\npickers: {}", scenario::known_pickers());
         return Ok(Vec::new());
@@ -60,7 +67,7 @@ pub fn cli(args: &[String]) -> Result<Vec<Report>, LabError> {
     }
     let runs = run(&sc, &a)?;
     output::write(&sc, &a, &runs)?;
-    Ok(runs.into_iter().flat_map(|r| r.reports).collect())
+    Ok(runs)
 }
 
 /// Runs the scenario once, or once per `--utilization` level, each once

@@ -9,11 +9,12 @@ use std::process::Command;
 
 use tower_lb_lab as lab;
 
-use common::{options, parse, refused, row};
+use common::{options, parse, refused};
 use lab::args;
 use lab::driver::run_scenario;
 use lab::report::summary::{RatioTo, Summary};
-use lab::scenario::Scenario;
+use lab::scenario::tuning::parse_set;
+use lab::scenario::{Scenario, SetFlag};
 
 fn strings(a: &[&str]) -> Vec<String> {
     a.iter().map(|s| s.to_string()).collect()
@@ -157,27 +158,50 @@ fn a_picker_setting_reaches_the_picker_and_names_the_row() {
     assert!(set < 1.5, "{set}");
 }
 
+fn flag(text: &str, vary: bool) -> SetFlag {
+    parse_set(text, vary).expect("a good flag")
+}
+
 #[test]
 fn set_with_several_values_makes_one_row_each() {
     let mut sc = parse(PREQUAL);
-    sc.adjust(
-        None,
-        &[("prequal".into(), "pool_size".into(), strings(&["8", "32"]))],
-    )
-    .unwrap();
+    sc.adjust(None, &[flag("prequal.pool_size=8,32", false)])
+        .unwrap();
     let r = run_scenario(&sc, &options(&["prequal"], 1, 1)).unwrap();
-    row(&r, "prequal{pool_size=8}");
-    row(&r, "prequal{pool_size=32}");
+    let names: Vec<&str> = r.runs.iter().map(|x| x.picker.as_str()).collect();
+    assert_eq!(names, ["prequal{pool_size=8}", "prequal{pool_size=32}"]);
     let mut sc = parse(PREQUAL);
     let e = sc
-        .adjust(
-            None,
-            &[("prequal".into(), "sample_decay".into(), strings(&["x"]))],
-        )
+        .adjust(None, &[flag("prequal.sample_decay=x", false)])
         .unwrap_err();
     assert!(
         e.message.starts_with("--set: prequal.sample_decay=x"),
         "{e}"
+    );
+    for bad in ["prequal", "prequal.pool_size", ".x=1", "prequal.pool_size="] {
+        assert!(parse_set(bad, false).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn vary_adds_rows_beside_the_pickers_own() {
+    let mut sc = parse(PREQUAL);
+    let flags = [
+        flag("prequal.max_age=2s", false),
+        flag("prequal.pool_size=8,32", true),
+        flag("prequal.max_uses=3", true),
+    ];
+    sc.adjust(None, &flags).unwrap();
+    let r = run_scenario(&sc, &options(&["prequal"], 1, 1)).unwrap();
+    let names: Vec<&str> = r.runs.iter().map(|x| x.picker.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "prequal{max_age=2s}",
+            "prequal{pool_size=8, max_age=2s}",
+            "prequal{pool_size=32, max_age=2s}",
+            "prequal{max_age=2s, max_uses=3}",
+        ]
     );
 }
 

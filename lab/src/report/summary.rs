@@ -71,13 +71,12 @@ impl Stat {
     }
 
     /// The cell: the mean with `digits` decimals, and with `range` the
-    /// range after it when the seeds differ at those decimals (`84.0
-    /// (80.0-90.0)`).
+    /// range after it when the seeds differ (`84.0 (80.0-90.0)`; from 100
+    /// on the range in whole units, `126.0 (95-158)`, to keep the table
+    /// narrow).
     fn cell(&self, digits: usize, range: bool) -> String {
-        let (lo, hi) = (
-            format!("{:.digits$}", self.min),
-            format!("{:.digits$}", self.max),
-        );
+        let d = if self.max.abs() >= 100.0 { 0 } else { digits };
+        let (lo, hi) = (format!("{:.d$}", self.min), format!("{:.d$}", self.max));
         if range && lo != hi {
             format!("{:.digits$} ({lo}-{hi})", self.mean)
         } else {
@@ -103,6 +102,9 @@ pub struct SummaryRow {
     pub p999_ms: Stat,
     /// Errors over requests.
     pub error_rate: Stat,
+    /// Open loop: requests unanswered when the drain ended (`null` in a
+    /// closed loop).
+    pub unfinished: Option<Stat>,
     /// p99 over the reference row's p99 at the same seed (`null` without
     /// a reference).
     pub p99_ratio: Option<Stat>,
@@ -180,23 +182,33 @@ impl Summary {
     pub fn table(&self) -> String {
         let range = self.seeds.len() > 1;
         let short = self.ratio_short.clone();
-        let mut header = vec![
-            "row".to_string(),
-            "RPS".into(),
-            "mean ms".into(),
-            "p99 ms".into(),
-            "p99.9 ms".into(),
-            "err %".into(),
-        ];
+        // In an open loop the RPS is the arrival rate; what differs is
+        // what was left unanswered.
+        let open = self.arrival_rate.is_some();
+        let unfinished = open
+            && self
+                .rows
+                .iter()
+                .any(|r| r.unfinished.is_some_and(|u| u.max > 0.0));
+        let mut header = vec!["row".to_string()];
+        if !open {
+            header.push("RPS".into());
+        }
+        header.extend(["mean ms", "p99 ms", "p99.9 ms", "err %"].map(String::from));
+        if unfinished {
+            header.push("unfinished".into());
+        }
         if let Some(s) = &short {
             header.push(format!("p99/{s}"));
             header.push(format!("mean/{s}"));
         }
         let mut lines = vec![header];
         for r in &self.rows {
-            let mut cells = vec![
-                r.row.clone(),
-                r.rps.cell(1, range),
+            let mut cells = vec![r.row.clone()];
+            if !open {
+                cells.push(r.rps.cell(1, range));
+            }
+            cells.extend([
                 r.mean_ms.cell(1, range),
                 r.p99_ms.cell(1, range),
                 r.p999_ms.cell(1, range),
@@ -206,7 +218,13 @@ impl Summary {
                     max: r.error_rate.max * 100.0,
                 }
                 .cell(2, range),
-            ];
+            ]);
+            if unfinished {
+                let u = r
+                    .unfinished
+                    .map_or_else(|| "-".into(), |u| u.cell(0, range));
+                cells.push(u);
+            }
             if short.is_some() {
                 let na = || "-".to_string();
                 cells.push(r.p99_ratio.map_or_else(na, |s| s.cell(2, range)));
@@ -270,7 +288,7 @@ impl Summary {
 
 /// Row `name` over `reports`.
 fn row(reports: &[Report], name: String, ratio: &RatioTo) -> SummaryRow {
-    let mut v: [Vec<f64>; 7] = Default::default();
+    let mut v: [Vec<f64>; 8] = Default::default();
     let mut seeds = 0;
     for r in reports {
         let Some(x) = r.runs.iter().find(|x| r.row_name(x) == name) else {
@@ -283,6 +301,9 @@ fn row(reports: &[Report], name: String, ratio: &RatioTo) -> SummaryRow {
         v[2].push(l.p99);
         v[3].push(l.p999);
         v[4].push(x.error_rate);
+        if let Some(o) = &x.open {
+            v[7].push(o.unfinished as f64);
+        }
         if let Some(base) = ratio.find(r) {
             let b = &base.latency_ms;
             if b.p99 > 0.0 && b.mean > 0.0 {
@@ -305,6 +326,7 @@ fn row(reports: &[Report], name: String, ratio: &RatioTo) -> SummaryRow {
         p99_ms: s(2),
         p999_ms: s(3),
         error_rate: s(4),
+        unfinished: Stat::of(&v[7]),
         p99_ratio: Stat::of(&v[5]),
         mean_ratio: Stat::of(&v[6]),
     }

@@ -42,7 +42,7 @@ pub use resource::{DEFAULT_STATUS, MAX_SLOTS, ResourceSpec};
 pub use rows::RowSpec;
 pub use slowdown::{Slowdown, SlowdownSpec, schedules};
 pub use streams::{Streams, Tracking};
-pub use tuning::Tuning;
+pub use tuning::{SetFlag, Tuning};
 pub use units::{DelaySpec, Dur, parse_duration};
 
 /// The scenarios shipped with the lab, by name (the files are compiled in, so
@@ -194,25 +194,37 @@ impl Scenario {
         Ok(s)
     }
 
-    /// The command line's changes: `--clients` (client balancers) and
-    /// `--set` (picker settings, one row per value), checked as the file's
-    /// own fields are.
-    pub fn adjust(
-        &mut self,
-        clients: Option<u32>,
-        set: &[(String, String, Vec<String>)],
-    ) -> Result<(), LabError> {
+    /// The command line's changes: `--clients` (client balancers), `--set`
+    /// (picker settings, one row per value) and `--vary` (rows beside the
+    /// picker's own, one per value), checked as the file's own fields are.
+    pub fn adjust(&mut self, clients: Option<u32>, set: &[SetFlag]) -> Result<(), LabError> {
         if let Some(n) = clients {
             self.load.clients = n;
         }
-        for (picker, field, values) in set {
-            let list = self.tuning.entry(picker.clone()).or_default();
-            *list = tuning::vary(list, field, values)
-                .map_err(|e| LabError::input(format!("--set: {picker}.{e}")))?;
+        // Every --set first; each --vary then varies the settings they
+        // made (not another --vary's).
+        let (beside, own): (Vec<&SetFlag>, Vec<&SetFlag>) = set.iter().partition(|f| f.beside);
+        let bad = |f: &SetFlag, e: String| {
+            let flag = if f.beside { "--vary" } else { "--set" };
+            LabError::input(format!("{flag}: {}.{e}", f.picker))
+        };
+        for f in own {
+            let list = self.tuning.entry(f.picker.clone()).or_default();
+            *list = tuning::vary(list, &f.field, &f.values).map_err(|e| bad(f, e))?;
+        }
+        let bases = self.tuning.clone();
+        for f in beside {
+            let base = bases.get(&f.picker).cloned().unwrap_or_default();
+            let extra = tuning::vary(&base, &f.field, &f.values).map_err(|e| bad(f, e))?;
+            let list = self.tuning.entry(f.picker.clone()).or_default();
+            if list.is_empty() {
+                list.push(Tuning::default());
+            }
+            list.extend(extra);
         }
         self.validate().map_err(|(field, problem)| {
             let flag = if field.starts_with("picker.") {
-                "--set"
+                "--set/--vary"
             } else {
                 "--clients"
             };

@@ -284,8 +284,22 @@ pub fn one_each<'de, D: serde::Deserializer<'de>>(
     Ok(one.into_iter().map(|(k, t)| (k, vec![t])).collect())
 }
 
+/// A `--set` (or `--vary`) flag: a picker's field and its values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SetFlag {
+    /// The picker's name.
+    pub picker: String,
+    /// The field of `[picker.NAME]`.
+    pub field: String,
+    /// One value per row.
+    pub values: Vec<String>,
+    /// `--vary`: rows beside the picker's own, which stays; `--set`: the
+    /// picker's rows take these values.
+    pub beside: bool,
+}
+
 /// `--set`'s `PICKER.FIELD=V1,V2`: the picker, the field and its values.
-pub fn parse_set(v: &str) -> Result<(String, String, Vec<String>), String> {
+pub fn parse_set(v: &str, beside: bool) -> Result<SetFlag, String> {
     let bad = || format!("\"{v}\": write PICKER.FIELD=VALUE, e.g. peak_ewma.sample_decay=2s");
     let (path, values) = v.split_once('=').ok_or_else(bad)?;
     let (picker, field) = path.trim().split_once('.').ok_or_else(bad)?;
@@ -297,7 +311,12 @@ pub fn parse_set(v: &str) -> Result<(String, String, Vec<String>), String> {
     if picker.is_empty() || field.is_empty() || values.is_empty() {
         return Err(bad());
     }
-    Ok((picker.to_string(), field.to_string(), values))
+    Ok(SetFlag {
+        picker: picker.to_string(),
+        field: field.to_string(),
+        values,
+        beside,
+    })
 }
 
 /// `list` (a picker's settings so far) with `field` set to each of
