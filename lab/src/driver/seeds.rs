@@ -1,7 +1,7 @@
 //! `--seeds 1-3`: the same run once per seed. In `--sim` the seeds run on
-//! threads of their own, as many at once as the machine has cores (each
-//! run is the same as `--seed N` alone would give); over HTTP one after
-//! the other, since the backends share the machine.
+//! threads of their own, up to two per core at once (each run is the same
+//! as `--seed N` alone would give); over HTTP one after the other, since
+//! the backends share the machine.
 
 use std::thread;
 
@@ -69,10 +69,12 @@ pub fn run(
         return Ok(out);
     }
     // Parallel: no progress lines or streamed rows, which would
-    // interleave; each seed's table when it is done.
+    // interleave; each seed's table when it is done. Up to two runs per
+    // core at once, so that three seeds on two cores take one and a half
+    // runs' time, not two.
     let cores = thread::available_parallelism().map_or(1, |n| n.get());
     let mut out = Vec::with_capacity(seeds.len());
-    for chunk in seeds.chunks(cores.max(1)) {
+    for chunk in seeds.chunks(2 * cores.max(1)) {
         let results: Vec<Result<Report, LabError>> = thread::scope(|scope| {
             let handles: Vec<_> = chunk
                 .iter()
