@@ -15,6 +15,7 @@ use tower::retry::backoff::{Backoff, ExponentialBackoff, ExponentialBackoffMaker
 use tower::retry::budget::{Budget, TpsBudget};
 use tower_lb::retry::{DEFAULT_BASE, DEFAULT_CAP, DEFAULT_MIN_PER_SEC, DEFAULT_RATIO, DEFAULT_TTL};
 
+use super::Seeded;
 use crate::run::message::{LabRequest, LabResponse};
 use crate::scenario::RetrySpec;
 use crate::scenario::random::Rng;
@@ -32,16 +33,6 @@ pub struct Policy {
     non_idempotent: bool,
     backoff: ExponentialBackoff<Seeded>,
     sent: Arc<AtomicU64>,
-}
-
-/// tower's generator trait over the lab's seeded one.
-#[derive(Clone)]
-pub struct Seeded(pub Rng);
-
-impl tower::util::rng::Rng for Seeded {
-    fn next_u64(&mut self) -> u64 {
-        self.0.next_u64()
-    }
 }
 
 impl Policy {
