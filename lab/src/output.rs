@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use super::args::Args;
 use super::error::LabError;
 use super::report::capacity_curves::CapacityReport;
-use super::report::summary::{Seeded, SeedsDoc, Summary};
+use super::report::seeds::SeedsDoc;
+use super::report::summary::{Seeded, Summary};
 use super::report::{Report, svg, sweep};
 use super::scenario::Scenario;
 
