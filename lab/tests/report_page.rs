@@ -17,6 +17,8 @@ use std::time::Duration;
 
 use tower_lb_lab as lab;
 
+use lab::report::summary::{RatioTo, Seeded};
+
 use lab::driver::{Options, run_scenario};
 use lab::scenario::{PickerName, Scenario};
 
@@ -97,7 +99,8 @@ fn sweep_page() -> String {
                 quiet: true,
                 ..Options::default()
             };
-            run_scenario(&sc, &opts).expect("scenario runs")
+            let r = run_scenario(&sc, &opts).expect("scenario runs");
+            Seeded::new(vec![r], &RatioTo::Default)
         })
         .collect();
     lab::output::html(&sc, &reports)
