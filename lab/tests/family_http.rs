@@ -4,7 +4,8 @@
 //! identical replicas answering in 200 µs, 8 closed-loop users, the
 //! default picker, 10 s measured after a 1 s warm-up (the family's case
 //! `l01`). After the first second no replica may get under a tenth of its
-//! fair share for more than 1 s.
+//! fair share for more than 1 s, and none over twice it in any 1 s window
+//! (no herd).
 //!
 //! A test binary of its own: cargo runs test binaries one at a time, so no
 //! other lab test competes with it for the cores while it measures.
@@ -15,11 +16,7 @@ use tower_lb_lab as lab;
 
 use lab::family::{self, FamilyArgs};
 
-// Today's default passes most runs and fails about one in five on a
-// loaded 2-core machine (a replica starved 2-4 s, every request of a second
-// on one replica).
 #[test]
-#[ignore = "issue 36: fails until the pickers' dynamics land"]
 fn http_lan_three_replicas_default_no_starvation() {
     let a = FamilyArgs {
         cases: Some(vec!["l01".into()]),
@@ -38,8 +35,8 @@ fn http_lan_three_replicas_default_no_starvation() {
     let mut timeline = String::new();
     r.timelines(&mut timeline);
     assert!(
-        s.starved_s <= 1,
-        "a replica starved for {} s (max/mean {:.2})\n{timeline}",
+        s.starved_s <= 1 && s.max_mean <= 2.0,
+        "a replica starved for {} s; the busiest 1 s window at {:.2} of the fair share\n{timeline}",
         s.starved_s,
         s.max_mean
     );
