@@ -59,6 +59,19 @@ usage: cargo lab [FLAGS]
                          mode: the sim runs on one thread)
   --quiet                no progress line (the files written are still named)
   --help                 this text
+  --target URL[,URL..]   run against your own replicas (http://HOST:PORT each)
+                         instead of local backends: every URL is checked
+                         with one request first (an unreachable one, or an
+                         answer >= 400, refuses the run and nothing is sent);
+                         defaults: 8 users, 10 s per row, GET /
+  --users N              with --target: N closed-loop users (at most 100,
+                         sharing at most 1000 sends a second)
+  --rate R[/s]           with --target: open loop, R arrivals per second (at
+                         most 1000)
+  --method M             with --target: GET (default), PUT, DELETE, POST, PATCH
+  --path /P              with --target: the request path and query (default /)
+  --header 'NAME: V'     with --target: a header on every request (repeatable)
+  --body TEXT            with --target: every request's body
   --family [NAME]        the scenario family's scorecard instead of one scenario
                          (all, named, generated, quick, http; its own flags:
                          cargo lab --family --help)
@@ -92,6 +105,8 @@ pub struct Args {
     pub clients: Option<u32>,
     /// `--set` and `--vary`, in order.
     pub set: Vec<scenario::SetFlag>,
+    /// `--target` and its request and load flags.
+    pub target: crate::external::args::TargetArgs,
 }
 
 /// Parses the flags; `Ok(None)` means `--help`.
@@ -108,6 +123,7 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, LabError> {
         ratio: crate::report::summary::RatioTo::Default,
         clients: None,
         set: Vec::new(),
+        target: Default::default(),
     };
     // `cargo lab -- --peers nginx` passes a `--` of its own (the alias
     // ends in one already): the lab takes no positional arguments, so a
@@ -132,7 +148,11 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, LabError> {
             "--per-thread-load" => a.opts.per_thread_load = true,
             "--find-capacity" => a.find_capacity = true,
             "--utilization" => a.levels = levels(&value(flag)?)?,
-            "--scenario" => a.scenario = value(flag)?,
+            "--scenario" => {
+                a.scenario = value(flag)?;
+                a.target.scenario = true;
+            }
+            f if crate::external::args::FLAGS.contains(&f) => a.target.set(f, value(flag)?)?,
             "--connections" => a.connections = Some(connections(&value(flag)?)?),
             "--json" => a.json = Some(PathBuf::from(value(flag)?)),
             "--report" => {

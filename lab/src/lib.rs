@@ -10,6 +10,7 @@
 //! cargo lab --sim --find-capacity                    # the load each picker holds
 //! cargo lab --sim --scenario noisy-fleet --seeds 1-3  # each cell's mean and range over seeds
 //! cargo lab --family                                 # the scenario family's scorecard
+//! cargo lab --target http://10.0.0.5:8080,http://10.0.0.6:8080   # your own replicas
 //! ```
 //!
 //! Every run writes a report page (the tables and the charts) and prints its
@@ -19,6 +20,7 @@
 pub mod args;
 pub mod driver;
 pub mod error;
+pub mod external;
 pub mod family;
 pub mod output;
 pub mod peers;
@@ -59,11 +61,12 @@ pub fn runs(args: &[String]) -> Result<Vec<Seeded>, LabError> {
         println!("{USAGE}\n\npickers: {}", scenario::known_pickers());
         return Ok(Vec::new());
     };
-    let mut sc = Scenario::load(&a.scenario)?;
+    let mut sc = external::load(&a.scenario, &a.target, a.opts.duration)?;
     if a.connections.is_some() {
         sc.load.connections = a.connections;
     }
     sc.adjust(a.clients, &a.set)?;
+    external::check(&sc, &a.opts, a.find_capacity, &a.levels)?;
     if a.find_capacity {
         if !a.levels.is_empty() || !a.seeds.is_empty() {
             return Err(LabError::input(

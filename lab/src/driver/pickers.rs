@@ -38,7 +38,7 @@ where
     }
     let row = Row::new(sc, ctx.seed, ctx.duration, ctx.open, ctx.sim);
     // http mode: the servers run until the row ends.
-    let (targets, _servers) = targets(ctx.sim, &row.backends).await?;
+    let (targets, _servers) = targets(ctx.sc, ctx.sim, &row.backends).await?;
     let weighted = sc.weighted(name);
     let clients = balancers::build(ctx, &label, weighted, &targets, &row.rec, || {
         make(&row.backends)

@@ -96,7 +96,8 @@ pub struct PickerReport {
     /// Attempts dispatched to each backend.
     pub picks: Vec<u64>,
     /// Requests in flight on each backend when the run ended (summed over
-    /// the clients' balancers).
+    /// the clients' balancers; empty when unknown: a rival's row against
+    /// the user's replicas).
     pub in_flight_end: Vec<usize>,
     /// Retries sent by the retry layer (`null` without one).
     pub retries: Option<u64>,
@@ -139,7 +140,8 @@ pub struct PickerReport {
     pub open: Option<OpenStats>,
     /// Each backend's utilization over the measured window: its workers'
     /// busy time over the time they had (without a worker limit, the mean
-    /// number of requests it served at once).
+    /// number of requests it served at once). Empty for the user's
+    /// replicas (`[target]`): it cannot be measured from outside.
     pub utilization: Vec<f64>,
     /// The busiest backend's utilization over the mean of all of them (1:
     /// evenly loaded).
@@ -271,7 +273,12 @@ impl Report {
                 .iter()
                 .map(|b| BackendInfo {
                     name: b.name.clone(),
-                    delay: b.delay.to_string(),
+                    // A target's replicas serve outside the lab.
+                    delay: if sc.target.is_some() {
+                        "unknown".to_string()
+                    } else {
+                        b.delay.to_string()
+                    },
                     workers: b.workers,
                     weight: b.weight,
                     zone: b.zone.clone(),

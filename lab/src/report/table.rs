@@ -260,6 +260,17 @@ impl Widths {
             let f: Vec<String> = r.in_flight_end.iter().map(|n| n.to_string()).collect();
             (s.join("/"), f.join("/"))
         };
+        // Unknown (the user's replicas, outside the lab): a dash.
+        let fl = if r.in_flight_end.is_empty() {
+            "-".to_string()
+        } else {
+            fl
+        };
+        let util = if r.utilization.is_empty() {
+            "-".to_string()
+        } else {
+            format!("{:.2}", r.util_max_mean)
+        };
         // A proxy or a rival picks elsewhere: nothing to time here.
         let (select, rest) = if r.peer.is_some() || r.rival.is_some() {
             ("-".to_string(), "-".to_string())
@@ -269,7 +280,7 @@ impl Widths {
         let l = &r.latency_ms;
         let _ = writeln!(
             out,
-            "{:<nw$} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>6.2} {:>8.2}  {:<sw$}  {:<fw$}  {:>8} {:>8}",
+            "{:<nw$} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>6.2} {:>8}  {:<sw$}  {:<fw$}  {:>8} {:>8}",
             name,
             r.rps,
             l.mean,
@@ -279,7 +290,7 @@ impl Widths {
             l.p999,
             l.max,
             r.error_rate * 100.0,
-            r.util_max_mean,
+            util,
             share,
             fl,
             select,

@@ -157,7 +157,7 @@ pub async fn run(
 ) -> Result<Result<PickerReport, &'static str>, LabError> {
     let sc = ctx.sc;
     let row = Row::new(sc, ctx.seed, ctx.duration, ctx.open, ctx.sim);
-    let (targets, _servers) = targets(ctx.sim, &row.backends).await?;
+    let (targets, _servers) = targets(ctx.sc, ctx.sim, &row.backends).await?;
     let progress = ctx.progress(format!("{rival} (rival)"));
     // Each client balancer discovers the backends through its own channel:
     // the first members at once, the others when they join.

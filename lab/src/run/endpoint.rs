@@ -25,6 +25,8 @@ use super::server::{self, Servers};
 use super::traffic::connections::User;
 use crate::error::LabError;
 use crate::record::Recorder;
+use crate::scenario::Scenario;
+use crate::scenario::target::TargetSpec;
 
 /// A load probe's round trip in `--sim` (the open-loop model's 1 ms, as
 /// in Prequal's simulation; over HTTP the loopback's own).
@@ -152,11 +154,15 @@ impl Service<LabRequest> for Endpoint {
 
 /// Where each backend's requests go: the backend model in `--sim`, else
 /// its HTTP server, started here (the servers run while the returned
-/// handle lives).
+/// handle lives); with `[target]`, the user's replicas.
 pub async fn targets(
+    sc: &Scenario,
     sim: bool,
     backends: &[Arc<Backend>],
 ) -> Result<(Vec<Target>, Option<Servers>), LabError> {
+    if let Some(t) = &sc.target {
+        return Ok((replicas(t)?, None));
+    }
     if sim {
         let served = backends.iter().enumerate();
         return Ok((
@@ -184,4 +190,27 @@ pub async fn targets(
         })
         .collect::<Result<_, _>>()?;
     Ok((t, Some(servers)))
+}
+
+/// How long a connection to one of the user's replicas may take to open
+/// before the request fails: the check before the run allows the same.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The user's replicas (`[target]`), over one client.
+fn replicas(t: &TargetSpec) -> Result<Vec<Target>, LabError> {
+    let replicas = t
+        .replicas()
+        .map_err(|e| LabError::input(format!("[target] urls: {e}")))?;
+    let mut connector = HttpConnector::new();
+    connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+    let client: HttpClient = Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(30))
+        .build(connector);
+    Ok(replicas
+        .into_iter()
+        .map(|r| Target::Http {
+            client: client.clone(),
+            authority: r.authority,
+        })
+        .collect())
 }

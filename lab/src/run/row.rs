@@ -73,6 +73,9 @@ pub struct Row {
     pub backends: Vec<Arc<Backend>>,
     /// Records the measured window.
     pub rec: Arc<Recorder>,
+    /// The requests go to the user's replicas (`[target]`): the backends
+    /// here serve nothing, so their load and utilization are unknown.
+    pub external: bool,
 }
 
 /// A progress line's label and place in the table.
@@ -117,6 +120,7 @@ impl Row {
             plan: Arc::new(Plan::new(sc, (start, measured, end), open, seed).simulated(sim)),
             backends,
             rec: Arc::new(Recorder::new(measured, duration, sc.backends.len())),
+            external: sc.target.is_some(),
         }
     }
 
@@ -167,7 +171,11 @@ impl Row {
 
     /// The requests each backend holds right now (in service and waiting):
     /// the in-flight column of rows whose balancer is not tower-lb's.
+    /// Empty (unknown) for the user's replicas.
     pub fn backend_load(&self) -> Vec<usize> {
+        if self.external {
+            return Vec::new();
+        }
         self.backends
             .iter()
             .map(|b| {
@@ -177,8 +185,12 @@ impl Row {
             .collect()
     }
 
-    /// Adds the backends' utilization to a finished row's report.
+    /// Adds the backends' utilization to a finished row's report (none
+    /// for the user's replicas: it cannot be measured from outside).
     pub fn add_utilization(&self, r: &mut PickerReport) {
+        if self.external {
+            return;
+        }
         let u: Vec<f64> = self.backends.iter().map(|b| b.utilization()).collect();
         let mean = u.iter().sum::<f64>() / u.len().max(1) as f64;
         let max = u.iter().copied().fold(0.0, f64::max);

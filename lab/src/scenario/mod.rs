@@ -23,6 +23,7 @@ mod resource;
 mod rows;
 mod slowdown;
 mod streams;
+pub mod target;
 pub mod tuning;
 mod units;
 
@@ -125,8 +126,9 @@ pub struct Scenario {
     pub seed: Option<u64>,
     /// The virtual users.
     pub load: Load,
-    /// The backends (`[[backend]]` tables), at least one.
-    #[serde(rename = "backend")]
+    /// The backends (`[[backend]]` tables), at least one; with `[target]`
+    /// none (one per replica is made from its URLs).
+    #[serde(default, rename = "backend")]
     pub backends: Vec<BackendSpec>,
     /// Layers put above the balancer.
     #[serde(default)]
@@ -151,6 +153,9 @@ pub struct Scenario {
     /// NAME.FIELD=A,B`) make one row each.
     #[serde(default, rename = "picker", deserialize_with = "tuning::one_each")]
     pub tuning: std::collections::BTreeMap<String, Vec<Tuning>>,
+    /// `[target]`: the user's own replicas instead of the lab's backends.
+    #[serde(default)]
+    pub target: Option<target::TargetSpec>,
 }
 
 impl Scenario {
@@ -183,6 +188,19 @@ impl Scenario {
             return Err(LabError::input(format!(
                 "{file}: `backend[{i}].count`: must be >= 1"
             )));
+        }
+        if let Some(t) = &s.target {
+            if !s.backends.is_empty() {
+                return Err(LabError::input(format!(
+                    "{file}: `backend`: a scenario with [target] sends to the replicas its urls name: remove the [[backend]] tables"
+                )));
+            }
+            // No URL yet is not an error here: `--target` may give them.
+            if !t.urls.is_empty() {
+                s.backends = t
+                    .backends()
+                    .map_err(|p| LabError::input(format!("{file}: `target.urls`: {p}")))?;
+            }
         }
         fleet::expand(&mut s.backends);
         s.validate()
@@ -243,7 +261,14 @@ impl Scenario {
                 format!("list at least one of: {}", known_pickers()),
             );
         }
-        if self.backends.is_empty() {
+        if self.target.is_some() {
+            self.validate_target()?;
+            // No URL yet (`--target` gives them): the rest is checked when
+            // it does (`Scenario::aim`).
+            if self.backends.is_empty() {
+                return Ok(());
+            }
+        } else if self.backends.is_empty() {
             return err("backend", "define at least one [[backend]]".into());
         }
         self.load.validate(&self.backends)?;

@@ -17,6 +17,7 @@ use crate::record::timed;
 use crate::record::{Recorder, Sample};
 use crate::run::message::{LabRequest, STREAM_HEADER};
 use crate::scenario::random::{Rng, sub_seed};
+use crate::scenario::target::MAX_RATE;
 use crate::scenario::{ClientIps, Connections, OpenLoop, Scenario, Stage};
 
 /// The shared plan of the traffic: closed-loop users, or open-loop
@@ -40,11 +41,15 @@ pub struct Plan {
     pub sim: bool,
     /// Share of requests that stream, and for how long (ms).
     streams: Option<(f64, u64)>,
-    /// Every request's method and body.
+    /// Every request's method, path, extra headers and body.
     method: http::Method,
+    path: http::Uri,
+    headers: http::HeaderMap,
     body: Bytes,
     /// The users' connections, if the hash pickers key on them.
     connections: Option<Connections>,
+    /// Against the user's own replicas: the closed loop's ceiling.
+    pace: Option<super::pace::Pace>,
 }
 
 impl Plan {
@@ -72,9 +77,32 @@ impl Plan {
                 .as_ref()
                 .map(|st| (st.share, st.hold.0.as_millis() as u64)),
             method: sc.load.method.http(),
+            path: http::Uri::from_static("/test"),
+            headers: http::HeaderMap::new(),
             body: Bytes::from(vec![b'x'; sc.load.body as usize]),
             connections: sc.load.connections,
+            pace: None,
         }
+        .aimed(sc.target.as_ref())
+    }
+
+    /// With `[target]`: its method, path, headers and body (checked when
+    /// the scenario was; a part that does not parse keeps the default),
+    /// and a closed loop's users share at most [`MAX_RATE`] sends a
+    /// second.
+    fn aimed(mut self, target: Option<&crate::scenario::target::TargetSpec>) -> Self {
+        if let Some(t) = target {
+            if self.open.is_none() {
+                self.pace = Some(super::pace::Pace::new(MAX_RATE));
+            }
+            self.method = t.method.http();
+            if let Ok(p) = t.path_and_query() {
+                self.path = http::Uri::from(p);
+            }
+            self.headers = t.header_map().unwrap_or_default();
+            self.body = Bytes::from(t.body.clone());
+        }
+        self
     }
 
     /// In `--sim` (see [`super::arrivals`]).
@@ -92,7 +120,7 @@ impl Plan {
     }
 
     /// A request as the plan sends it: `GET /test` (or the scenario's
-    /// method and body), the client IP in
+    /// method and body; with `[target]`, its request), the client IP in
     /// `X-Forwarded-For` (fresh, or `sticky`), and (with `[streams]`) a
     /// share of streams; with `[load] connections`, user `user`'s
     /// connection.
@@ -102,8 +130,11 @@ impl Plan {
             ClientIps::PerUser => sticky.to_string(),
         };
         let mut req = http::Request::new(Full::new(self.body.clone()));
-        *req.uri_mut() = http::Uri::from_static("/test");
+        *req.uri_mut() = self.path.clone();
         *req.method_mut() = self.method.clone();
+        for (k, v) in &self.headers {
+            req.headers_mut().append(k, v.clone());
+        }
         if let Ok(v) = http::HeaderValue::from_str(&ip) {
             req.headers_mut().insert("x-forwarded-for", v);
         }
@@ -150,6 +181,12 @@ where
         if u as u32 >= plan.active(now - plan.start) {
             tokio::time::sleep_until(plan.next_change(now - plan.start)).await;
             continue;
+        }
+        if let Some(pace) = &plan.pace {
+            pace.wait().await;
+            if Instant::now() >= plan.end {
+                return;
+            }
         }
         let req = plan.request(&mut rng, &sticky_ip, u as u32);
         let sent = Instant::now();
