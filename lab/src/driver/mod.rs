@@ -55,6 +55,8 @@ pub struct Options {
     pub warm_select: bool,
     /// Each worker thread keeps its own view of load (`per_thread_load`).
     pub per_thread_load: bool,
+    /// `--discovery`: how joins and leaves reach the balancers.
+    pub discovery: crate::discovery::Discovery,
     /// Print the table's rows as they finish (the command line, unless
     /// `--quiet`); the caller prints [`Report::table_tail`] after.
     pub stream: bool,
@@ -81,6 +83,12 @@ pub fn run_scenario(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
 }
 
 async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
+    // `--discovery etcd`: the scenario with its crashes as leaves, and etcd.
+    let etcd = crate::discovery::prepare(sc, opts).await?;
+    let (sc, registry) = match &etcd {
+        Some((sc, registry)) => (sc, Some(registry)),
+        None => (sc, None),
+    };
     let seed = opts.seed.or(sc.seed).unwrap_or(DEFAULT_SEED);
     let duration = opts.duration.unwrap_or(sc.duration.0);
     if duration.is_zero() {
@@ -92,6 +100,7 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
     let peer_rows = proxy::rows(opts.peers.as_deref().unwrap_or(&sc.peers));
     let rows = runs.len() + if opts.sim { 0 } else { peer_rows.len() };
     let mut report = Report::new(sc, opts.sim, seed, duration.as_secs_f64());
+    report.notes.extend(registry.map(|r| r.note(sc)));
     report.arrival_rate = open.map(|o| o.rate);
     report.target_utilization = opts.utilization.or(sc.load.utilization);
     // http mode only: the sim stays free of the SDK (and of real sockets).
@@ -119,6 +128,7 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
             per_thread: opts.per_thread_load,
             open,
             tuning: spec.tuning.clone(),
+            registry,
         };
         match run_picker(&ctx, name).await? {
             Ok(r) => {

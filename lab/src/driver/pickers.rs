@@ -47,8 +47,17 @@ where
         Some(v) => format!("{label} [{}]", v.as_str()),
         None => label.clone(),
     };
+    let etcd = match ctx.registry {
+        Some(r) => Some(
+            r.tower_lb(ctx, &row, &clients.lbs, &targets, weighted)
+                .await?,
+        ),
+        None => None,
+    };
     let traffic = clients.start(&row, sc.max_vus(), ctx.progress(shown));
-    let _joins = joins(ctx, &row, &clients.lbs, &targets, weighted);
+    let _joins = etcd
+        .is_none()
+        .then(|| joins(ctx, &row, &clients.lbs, &targets, weighted));
     let end = row.plan.end;
     let client_0 = || clients.lbs[0].handle().route_plan();
     let plan_seen = plans(sc, client_0, row.plan.start, end).await;
@@ -60,6 +69,7 @@ where
         .finish(&label, weighted, stats.in_flight.clone(), !ctx.sim);
     row.add_utilization(&mut report);
     add_end(ctx, &mut report, &clients, &stats, &plan_seen);
+    report.etcd = etcd.map(|e| e.finish(sc));
     Ok(report)
 }
 

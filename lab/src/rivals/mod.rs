@@ -161,7 +161,17 @@ pub async fn run(
     let progress = ctx.progress(format!("{rival} (rival)"));
     // Each client balancer discovers the backends through its own channel:
     // the first members at once, the others when they join.
-    let (streams, _membership) = discovery(ctx, &row, &targets);
+    // With etcd, from a watch of the row's prefix instead.
+    let (streams, _membership, etcd) = match ctx.registry {
+        Some(r) => {
+            let (streams, guard) = r.rivals(ctx, &row, &targets).await?;
+            (streams, None, Some(guard))
+        }
+        None => {
+            let (streams, joins) = discovery(ctx, &row, &targets);
+            (streams, Some(joins), None)
+        }
+    };
     let sent = Arc::new(AtomicU64::new(0));
     let lbs = streams
         .into_iter()
@@ -181,6 +191,7 @@ pub async fn run(
         .as_ref()
         .map(|_| sent.load(Ordering::Relaxed));
     report.membership = membership_stats::stats(sc, &report);
+    report.etcd = etcd.map(|e| e.finish(sc));
     Ok(Ok(report))
 }
 
@@ -280,7 +291,7 @@ fn discovery(
 
 /// Client `c`'s endpoint for backend `i`: the plain service, which the
 /// rival wraps when it discovers it.
-fn endpoint(ctx: &Ctx<'_>, row: &Row, c: u32, i: usize, t: &Target) -> Endpoint {
+pub fn endpoint(ctx: &Ctx<'_>, row: &Row, c: u32, i: usize, t: &Target) -> Endpoint {
     Endpoint::new(Parts {
         idx: i,
         target: t.clone(),

@@ -52,6 +52,8 @@ pub struct Ctx<'a> {
     pub open: Option<OpenLoop>,
     /// The picker's settings (`[picker.NAME]`), if any.
     pub tuning: Option<Tuning>,
+    /// `--discovery etcd`: the run's etcd (`None`: the lab's join actions).
+    pub registry: Option<&'a crate::discovery::Registry>,
 }
 
 impl Ctx<'_> {

@@ -12,6 +12,7 @@ use super::error::LabError;
 
 mod backend;
 mod capacity;
+pub mod etcd;
 mod fleet;
 mod load;
 pub mod membership;
@@ -151,6 +152,9 @@ pub struct Scenario {
     /// NAME.FIELD=A,B`) make one row each.
     #[serde(default, rename = "picker", deserialize_with = "tuning::one_each")]
     pub tuning: std::collections::BTreeMap<String, Vec<Tuning>>,
+    /// `[etcd]`: leases and crashes under `--discovery etcd`.
+    #[serde(default)]
+    pub etcd: Option<etcd::EtcdSpec>,
 }
 
 impl Scenario {
@@ -290,6 +294,9 @@ impl Scenario {
         }
         resource::validate(&self.resources, &self.backends)?;
         membership::validate(&self.backends)?;
+        if let Some(e) = &self.etcd {
+            e.validate(&self.backends)?;
+        }
         if let Some(c) = &self.capacity {
             c.resolve(self.own_load(), !self.load.is_open())?;
         }
