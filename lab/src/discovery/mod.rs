@@ -15,11 +15,9 @@ mod etcd;
 
 use tower_lb::pick::Pick;
 
-use crate::driver::Options;
 use crate::error::LabError;
-use crate::rivals::discover::Channel;
 use crate::run::balancers::Lb;
-use crate::run::endpoint::{Endpoint, Target};
+use crate::run::endpoint::Target;
 use crate::run::message::LabRequest;
 use crate::run::row::{Ctx, Row};
 use crate::scenario::Scenario;
@@ -47,6 +45,9 @@ impl Discovery {
         }
     }
 }
+
+/// What a watch tells of backend `i`: its key appeared (`true`) or went.
+pub type Feed = Box<dyn FnMut(usize, bool) + Send>;
 
 /// A run's registry: one local etcd the rows' replicas register in (each
 /// row under a prefix of its own). Only `--discovery etcd` makes one.
@@ -86,12 +87,13 @@ impl RowGuard {
 /// built without feature `etcd`, or an etcd that did not start.
 pub async fn prepare(
     sc: &Scenario,
-    opts: &Options,
+    sim: bool,
+    discovery: Discovery,
 ) -> Result<Option<(Scenario, Registry)>, LabError> {
-    if opts.discovery == Discovery::Handle {
+    if discovery == Discovery::Handle {
         return Ok(None);
     }
-    if opts.sim {
+    if sim {
         return Err(LabError::input(
             "--discovery etcd: needs http mode (replicas on real sockets registering in a real etcd), not --sim",
         ));
@@ -167,8 +169,10 @@ impl Registry {
         match (self.never, ctx, row, lbs, targets, weighted) {}
     }
 
-    /// The rivals' `Discover` channels, one per client balancer, fed from
-    /// one watch of the row's prefix; as [`Self::tower_lb`] otherwise.
+    /// For the rivals: one watch of the row's prefix calls `feed(i,
+    /// true)` when backend `i`'s key appears, `feed(i, false)` when it
+    /// goes (the rivals' `Discover` channels take it from there); as
+    /// [`Self::tower_lb`] otherwise.
     ///
     /// # Errors
     ///
@@ -178,13 +182,13 @@ impl Registry {
         ctx: &Ctx<'_>,
         row: &Row,
         targets: &[Target],
-    ) -> Result<(Vec<Channel<Endpoint>>, RowGuard), LabError> {
+        feed: Feed,
+    ) -> Result<RowGuard, LabError> {
         #[cfg(feature = "etcd")]
-        {
-            let (streams, inner) = self.inner.rivals(ctx, row, targets).await?;
-            Ok((streams, RowGuard { inner }))
-        }
+        return Ok(RowGuard {
+            inner: self.inner.rivals(ctx, row, targets, feed).await?,
+        });
         #[cfg(not(feature = "etcd"))]
-        match (self.never, ctx, row, targets) {}
+        match (self.never, ctx, row, targets, feed) {}
     }
 }

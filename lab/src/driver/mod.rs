@@ -17,6 +17,7 @@ use std::time::Duration;
 use tower_lb::metrics::prometheus::Exporter;
 use tower_lb::pick;
 
+use crate::discovery::Registry;
 use crate::error::LabError;
 use crate::peers;
 use crate::record::timed::{self, Timed};
@@ -84,7 +85,7 @@ pub fn run_scenario(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
 
 async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
     // `--discovery etcd`: the scenario with its crashes as leaves, and etcd.
-    let etcd = crate::discovery::prepare(sc, opts).await?;
+    let etcd = crate::discovery::prepare(sc, opts.sim, opts.discovery).await?;
     let (sc, registry) = match &etcd {
         Some((sc, registry)) => (sc, Some(registry)),
         None => (sc, None),
@@ -128,9 +129,9 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
             per_thread: opts.per_thread_load,
             open,
             tuning: spec.tuning.clone(),
-            registry,
+            discovered: registry.is_some(),
         };
-        match run_picker(&ctx, name).await? {
+        match run_picker(&ctx, name, registry).await? {
             Ok(r) => {
                 report.runs.push(r);
                 show(stream.as_ref(), &report, report.runs.len() - 1);
@@ -234,10 +235,11 @@ fn show(stream: Option<&Stream>, report: &Report, from: usize) {
 async fn run_picker(
     ctx: &Ctx<'_>,
     name: PickerName,
+    registry: Option<&Registry>,
 ) -> Result<Result<PickerReport, &'static str>, LabError> {
     let r = match name {
         PickerName::Crate(n) => {
-            pickers::run(ctx, name, |_| {
+            pickers::run(ctx, name, registry, |_| {
                 let key = LabKey::for_load(ctx.sc.load.connections);
                 let mut p = pick::AnyPicker::by_name(n, key).expect("a registry name");
                 if let Some(t) = &ctx.tuning {
@@ -248,8 +250,8 @@ async fn run_picker(
             .await
         }
         PickerName::Oracle if !ctx.sim => return Ok(Err("the oracle needs --sim")),
-        PickerName::Oracle => pickers::run(ctx, name, |b| Timed(Oracle::new(b))).await,
-        PickerName::Rival(r) => return rivals::run(ctx, r).await,
+        PickerName::Oracle => pickers::run(ctx, name, None, |b| Timed(Oracle::new(b))).await,
+        PickerName::Rival(r) => return rivals::run(ctx, r, registry).await,
     };
     r.map(Ok)
 }

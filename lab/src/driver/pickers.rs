@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use tower_lb::pick::Pick;
 use tower_lb::route::RoutePlan;
 
+use crate::discovery::Registry;
 use crate::error::LabError;
 use crate::report::{PickerReport, fleet_stats, membership_stats};
 use crate::run::balancers::{self, Clients, EndStats, Lb};
@@ -23,7 +24,12 @@ use crate::scenario::{PickerName, Scenario};
 
 /// Runs one row of the crate's balancers with `make`'s picker, and returns
 /// its numbers.
-pub async fn run<P, F>(ctx: &Ctx<'_>, name: PickerName, make: F) -> Result<PickerReport, LabError>
+pub async fn run<P, F>(
+    ctx: &Ctx<'_>,
+    name: PickerName,
+    registry: Option<&Registry>,
+    make: F,
+) -> Result<PickerReport, LabError>
 where
     P: Pick<LabRequest>,
     F: Fn(&[Arc<Backend>]) -> P,
@@ -47,7 +53,7 @@ where
         Some(v) => format!("{label} [{}]", v.as_str()),
         None => label.clone(),
     };
-    let etcd = match ctx.registry {
+    let etcd = match registry {
         Some(r) => Some(
             r.tower_lb(ctx, &row, &clients.lbs, &targets, weighted)
                 .await?,

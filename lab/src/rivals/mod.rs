@@ -46,6 +46,7 @@ use tower::{BoxError, ServiceExt};
 
 use self::discover::Wrapped;
 use self::loadpace::Paced;
+use crate::discovery::Registry;
 use crate::error::LabError;
 use crate::report::PickerReport;
 use crate::report::membership_stats;
@@ -154,6 +155,7 @@ impl tower::util::rng::Rng for Seeded {
 pub async fn run(
     ctx: &Ctx<'_>,
     rival: Rival,
+    registry: Option<&Registry>,
 ) -> Result<Result<PickerReport, &'static str>, LabError> {
     let sc = ctx.sc;
     let row = Row::new(sc, ctx.seed, ctx.duration, ctx.open, ctx.sim);
@@ -162,9 +164,14 @@ pub async fn run(
     // Each client balancer discovers the backends through its own channel:
     // the first members at once, the others when they join.
     // With etcd, from a watch of the row's prefix instead.
-    let (streams, _membership, etcd) = match ctx.registry {
+    let (streams, _membership, etcd) = match registry {
         Some(r) => {
-            let (streams, guard) = r.rivals(ctx, &row, &targets).await?;
+            let eps = (0..sc.load.clients).map(|c| {
+                let each = targets.iter().enumerate();
+                each.map(|(i, t)| endpoint(ctx, &row, c, i, t)).collect()
+            });
+            let (streams, feed) = discover::fan_out(eps.collect());
+            let guard = r.rivals(ctx, &row, &targets, Box::new(feed)).await?;
             (streams, None, Some(guard))
         }
         None => {
@@ -291,7 +298,7 @@ fn discovery(
 
 /// Client `c`'s endpoint for backend `i`: the plain service, which the
 /// rival wraps when it discovers it.
-pub fn endpoint(ctx: &Ctx<'_>, row: &Row, c: u32, i: usize, t: &Target) -> Endpoint {
+fn endpoint(ctx: &Ctx<'_>, row: &Row, c: u32, i: usize, t: &Target) -> Endpoint {
     Endpoint::new(Parts {
         idx: i,
         target: t.clone(),

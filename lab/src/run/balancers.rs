@@ -137,7 +137,7 @@ where
         let members = membership::initial(&sc.backends);
         for (i, t) in targets.iter().enumerate() {
             // With etcd, the source inserts every endpoint.
-            if !given[i] || !members[i] || ctx.registry.is_some() {
+            if !given[i] || !members[i] || ctx.discovered {
                 continue;
             }
             let (ep, w) = endpoint(ctx, weighted, t, rec, c, i);

@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use etcd_client::Client;
 use tokio::time::Instant;
-use tower::discover::Change;
 use tower_lb::discover::{Driver, Source};
 use tower_lb::pick::Pick;
 use tower_lb::retry::Backoff;
@@ -20,9 +19,9 @@ use tower_lb_etcd::Etcd;
 use tower_lb_etcd::local::LocalEtcd;
 
 use self::replicas::{Replicas, Shared};
+use super::Feed;
 use crate::error::LabError;
 use crate::report::registry::EtcdRow;
-use crate::rivals::discover::{self, Channel};
 use crate::run::balancers::{self, Lb};
 use crate::run::endpoint::{Endpoint, Target};
 use crate::run::joins;
@@ -234,38 +233,19 @@ impl Registry {
         ctx: &Ctx<'_>,
         row: &Row,
         targets: &[Target],
-    ) -> Result<(Vec<Channel<Endpoint>>, RowGuard), LabError> {
+        mut feed: Feed,
+    ) -> Result<RowGuard, LabError> {
         let r = self.replicas(ctx, targets, false)?;
-        let mut senders = Vec::new();
-        let mut streams = Vec::new();
-        let mut eps = Vec::new();
-        for c in 0..ctx.sc.load.clients {
-            let (tx, d) = discover::channel();
-            senders.push(tx);
-            streams.push(d);
-            let mine: Vec<Endpoint> = targets
-                .iter()
-                .enumerate()
-                .map(|(i, t)| crate::rivals::endpoint(ctx, row, c, i, t))
-                .collect();
-            eps.push(mine);
-        }
         let (client, target, seen) = (self.client.clone(), r.target.clone(), r.clone());
-        let feed = AbortOnDrop::new(tokio::spawn(async move {
-            let mut inside = vec![false; eps.first().map_or(0, Vec::len)];
+        let task = AbortOnDrop::new(tokio::spawn(async move {
+            let mut inside = vec![false; seen.addrs.len()];
             let on = move |a, put: bool| {
                 let Some(i) = seen.index(a) else { return };
                 if inside[i] == put {
                     return;
                 }
                 inside[i] = put;
-                for (tx, eps) in senders.iter().zip(&eps) {
-                    let change = match put {
-                        true => Change::Insert(i, eps[i].clone()),
-                        false => Change::Remove(i),
-                    };
-                    let _ = tx.send(change);
-                }
+                feed(i, put);
                 let now = Some(Instant::now());
                 seen.edit(i, |t| match put {
                     true => t.in_pool = t.in_pool.or(now),
@@ -276,9 +256,9 @@ impl Registry {
                 eprintln!("--discovery etcd: the rivals' watch ended: {e}");
             }
         }));
-        let tasks = vec![feed, self.schedule(ctx, row, &r).await?];
+        let tasks = vec![task, self.schedule(ctx, row, &r).await?];
         ready(&r, ctx.sc).await?;
-        Ok((streams, RowGuard::new(r, row, self.ttl, Vec::new(), tasks)))
+        Ok(RowGuard::new(r, row, self.ttl, Vec::new(), tasks))
     }
 }
 
