@@ -222,7 +222,7 @@ impl Registry {
                 }
             };
             if let Err(e) = watch::keys(client, target, on).await {
-                eprintln!("--discovery etcd: the watch of deletions ended: {e}");
+                r.error(format!("the watch of deletions ended: {e}"));
             }
         }))
     }
@@ -237,6 +237,7 @@ impl Registry {
     ) -> Result<RowGuard, LabError> {
         let r = self.replicas(ctx, targets, false)?;
         let (client, target, seen) = (self.client.clone(), r.target.clone(), r.clone());
+        let errors = r.clone();
         let task = AbortOnDrop::new(tokio::spawn(async move {
             let mut inside = vec![false; seen.addrs.len()];
             let on = move |a, put: bool| {
@@ -253,7 +254,7 @@ impl Registry {
                 });
             };
             if let Err(e) = watch::keys(client, target, on).await {
-                eprintln!("--discovery etcd: the rivals' watch ended: {e}");
+                errors.error(format!("the rivals' watch ended: {e}"));
             }
         }));
         let tasks = vec![task, self.schedule(ctx, row, &r).await?];

@@ -15,11 +15,17 @@ use crate::report::round;
 /// When things happened to one replica.
 #[derive(Debug, Default, Clone)]
 pub struct Times {
+    /// `register` returned.
     pub registered: Option<Instant>,
+    /// Every balancer that may have it had it.
     pub in_pool: Option<Instant>,
+    /// A balancer had sent it a request.
     pub first_pick: Option<Instant>,
+    /// It crashed (`"crash"`) or revoked its lease (`"revoke"`).
     pub left: Option<(&'static str, Instant)>,
+    /// A watch saw its key deleted.
     pub deleted: Option<Instant>,
+    /// No balancer had it any more (after its leave).
     pub out_of_pool: Option<Instant>,
 }
 
@@ -79,10 +85,15 @@ impl Replicas {
             }
             Err(e) => {
                 let e = format!("registering backend {i}: {e}");
-                lock(&self.errors).push(e.clone());
+                self.error(e.clone());
                 Err(e)
             }
         }
+    }
+
+    /// Keeps an error for the report.
+    pub fn error(&self, e: String) {
+        lock(&self.errors).push(e);
     }
 
     /// Backend `i` crashes: its keep-alive stops and the lease is never
