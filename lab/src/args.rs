@@ -54,6 +54,13 @@ usage: cargo lab [FLAGS]
                          decides (its result unused): selection with warm
                          caches; cursors of round robin pickers then advance
                          twice per request, so read those rows' shares with care
+  --discovery handle|etcd
+                         how replicas that join and leave reach the balancers:
+                         the lab's own join actions (handle, the default), or
+                         a local etcd (http mode, a scenario with joins, the
+                         lab built with --features etcd): each replica
+                         registers under a lease, the balancers watch the
+                         prefix, and [etcd] crash replicas leave by lease expiry
   --per-thread-load      each worker thread picks with its own view of the
                          endpoints' load (Builder::per_thread_load; http
                          mode: the sim runs on one thread)
@@ -153,6 +160,7 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, LabError> {
                 a.target.scenario = true;
             }
             f if crate::external::args::FLAGS.contains(&f) => a.target.set(f, value(flag)?)?,
+            "--discovery" => a.opts.discovery = crate::discovery::Discovery::parse(&value(flag)?)?,
             "--connections" => a.connections = Some(connections(&value(flag)?)?),
             "--json" => a.json = Some(PathBuf::from(value(flag)?)),
             "--report" => {

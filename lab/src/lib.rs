@@ -18,6 +18,7 @@
 //! the peers and the JSON schema.
 
 pub mod args;
+pub mod discovery;
 pub mod driver;
 pub mod error;
 pub mod external;

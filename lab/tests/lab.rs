@@ -29,6 +29,7 @@ fn sim(scenario: &str, secs: u64, pickers: &[&str], seed: Option<u64>) -> Report
         per_thread_load: false,
         metrics_addr: None,
         peers: None,
+        ..Options::default()
     };
     run_scenario(&sc, &opts).expect("scenario runs")
 }

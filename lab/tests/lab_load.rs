@@ -31,6 +31,7 @@ fn sim(scenario: &str, secs: u64, pickers: &[&str]) -> Report {
         per_thread_load: false,
         metrics_addr: None,
         peers: None,
+        ..Options::default()
     };
     run_scenario(&sc, &opts).expect("scenario runs")
 }

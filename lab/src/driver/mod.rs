@@ -17,6 +17,7 @@ use std::time::Duration;
 use tower_lb::metrics::prometheus::Exporter;
 use tower_lb::pick;
 
+use crate::discovery::Registry;
 use crate::error::LabError;
 use crate::peers;
 use crate::record::timed::{self, Timed};
@@ -55,6 +56,8 @@ pub struct Options {
     pub warm_select: bool,
     /// Each worker thread keeps its own view of load (`per_thread_load`).
     pub per_thread_load: bool,
+    /// `--discovery`: how joins and leaves reach the balancers.
+    pub discovery: crate::discovery::Discovery,
     /// Print the table's rows as they finish (the command line, unless
     /// `--quiet`); the caller prints [`Report::table_tail`] after.
     pub stream: bool,
@@ -81,6 +84,12 @@ pub fn run_scenario(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
 }
 
 async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
+    // `--discovery etcd`: the scenario with its crashes as leaves, and etcd.
+    let etcd = crate::discovery::prepare(sc, opts.sim, opts.discovery).await?;
+    let (sc, registry) = match &etcd {
+        Some((sc, registry)) => (sc, Some(registry)),
+        None => (sc, None),
+    };
     let seed = opts.seed.or(sc.seed).unwrap_or(DEFAULT_SEED);
     let duration = opts.duration.unwrap_or(sc.duration.0);
     if duration.is_zero() {
@@ -92,6 +101,7 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
     let peer_rows = proxy::rows(opts.peers.as_deref().unwrap_or(&sc.peers));
     let rows = runs.len() + if opts.sim { 0 } else { peer_rows.len() };
     let mut report = Report::new(sc, opts.sim, seed, duration.as_secs_f64());
+    report.notes.extend(registry.map(|r| r.note(sc)));
     report.arrival_rate = open.map(|o| o.rate);
     report.target_utilization = opts.utilization.or(sc.load.utilization);
     // http mode only: the sim stays free of the SDK (and of real sockets).
@@ -119,8 +129,9 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
             per_thread: opts.per_thread_load,
             open,
             tuning: spec.tuning.clone(),
+            discovered: registry.is_some(),
         };
-        match run_picker(&ctx, name).await? {
+        match run_picker(&ctx, name, registry).await? {
             Ok(r) => {
                 report.runs.push(r);
                 show(stream.as_ref(), &report, report.runs.len() - 1);
@@ -224,10 +235,11 @@ fn show(stream: Option<&Stream>, report: &Report, from: usize) {
 async fn run_picker(
     ctx: &Ctx<'_>,
     name: PickerName,
+    registry: Option<&Registry>,
 ) -> Result<Result<PickerReport, &'static str>, LabError> {
     let r = match name {
         PickerName::Crate(n) => {
-            pickers::run(ctx, name, |_| {
+            pickers::run(ctx, name, registry, |_| {
                 let key = LabKey::for_load(ctx.sc.load.connections);
                 let mut p = pick::AnyPicker::by_name(n, key).expect("a registry name");
                 if let Some(t) = &ctx.tuning {
@@ -238,8 +250,8 @@ async fn run_picker(
             .await
         }
         PickerName::Oracle if !ctx.sim => return Ok(Err("the oracle needs --sim")),
-        PickerName::Oracle => pickers::run(ctx, name, |b| Timed(Oracle::new(b))).await,
-        PickerName::Rival(r) => return rivals::run(ctx, r).await,
+        PickerName::Oracle => pickers::run(ctx, name, None, |b| Timed(Oracle::new(b))).await,
+        PickerName::Rival(r) => return rivals::run(ctx, r, registry).await,
     };
     r.map(Ok)
 }

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use tower_lb::pick::Pick;
 use tower_lb::route::RoutePlan;
 
+use crate::discovery::Registry;
 use crate::error::LabError;
 use crate::report::{PickerReport, fleet_stats, membership_stats};
 use crate::run::balancers::{self, Clients, EndStats, Lb};
@@ -23,7 +24,12 @@ use crate::scenario::{PickerName, Scenario};
 
 /// Runs one row of the crate's balancers with `make`'s picker, and returns
 /// its numbers.
-pub async fn run<P, F>(ctx: &Ctx<'_>, name: PickerName, make: F) -> Result<PickerReport, LabError>
+pub async fn run<P, F>(
+    ctx: &Ctx<'_>,
+    name: PickerName,
+    registry: Option<&Registry>,
+    make: F,
+) -> Result<PickerReport, LabError>
 where
     P: Pick<LabRequest>,
     F: Fn(&[Arc<Backend>]) -> P,
@@ -47,8 +53,17 @@ where
         Some(v) => format!("{label} [{}]", v.as_str()),
         None => label.clone(),
     };
+    let etcd = match registry {
+        Some(r) => Some(
+            r.tower_lb(ctx, &row, &clients.lbs, &targets, weighted)
+                .await?,
+        ),
+        None => None,
+    };
     let traffic = clients.start(&row, sc.max_vus(), ctx.progress(shown));
-    let _joins = joins(ctx, &row, &clients.lbs, &targets, weighted);
+    let _joins = etcd
+        .is_none()
+        .then(|| joins(ctx, &row, &clients.lbs, &targets, weighted));
     let end = row.plan.end;
     let client_0 = || clients.lbs[0].handle().route_plan();
     let plan_seen = plans(sc, client_0, row.plan.start, end).await;
@@ -60,6 +75,7 @@ where
         .finish(&label, weighted, stats.in_flight.clone(), !ctx.sim);
     row.add_utilization(&mut report);
     add_end(ctx, &mut report, &clients, &stats, &plan_seen);
+    report.etcd = etcd.map(|e| e.finish(sc));
     Ok(report)
 }
 

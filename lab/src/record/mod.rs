@@ -254,6 +254,7 @@ impl Recorder {
                 fleet: None,
                 membership: None,
                 affinity: (!s.reached.is_empty()).then(|| affinity(&s.reached)),
+                etcd: None,
             }
         })
     }

@@ -163,6 +163,9 @@ pub struct PickerReport {
     /// With `[load] connections`: how many backends each user reached
     /// (`null` otherwise).
     pub affinity: Option<Affinity>,
+    /// `--discovery etcd`: each replica's registration and leave (`null`
+    /// otherwise).
+    pub etcd: Option<super::registry::EtcdRow>,
 }
 
 /// What a peer row ran.

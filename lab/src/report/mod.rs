@@ -10,6 +10,7 @@ pub mod capacity_curves;
 pub mod document;
 pub mod fleet_stats;
 pub mod membership_stats;
+pub mod registry;
 pub mod sections;
 pub mod seeds;
 pub mod summary;

@@ -56,6 +56,7 @@ impl Report {
         self.extras(&mut out);
         super::fleet_stats::table(self, &mut out);
         super::membership_stats::table(self, &mut out);
+        super::registry::table(self, &mut out);
         for n in &self.notes {
             let _ = writeln!(out, "note: {n}");
         }

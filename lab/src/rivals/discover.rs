@@ -62,3 +62,24 @@ where
         })
     }
 }
+
+/// One channel per client, and what sends them a change of backend `i`:
+/// `true`, each client's own endpoint `eps[c][i]` inserted; `false`,
+/// removed. A discovery source that knows only keys feeds the rivals
+/// through it (`--discovery etcd`).
+pub fn fan_out<S: Clone + Send + 'static>(
+    eps: Vec<Vec<S>>,
+) -> (Vec<Channel<S>>, impl FnMut(usize, bool) + Send + 'static) {
+    let (senders, streams): (Vec<_>, Vec<_>) = eps.iter().map(|_| channel()).unzip();
+    let feed = move |i: usize, put: bool| {
+        for (tx, mine) in senders.iter().zip(&eps) {
+            let change = match (put, mine.get(i)) {
+                (true, Some(ep)) => Change::Insert(i, ep.clone()),
+                (true, None) => continue,
+                (false, _) => Change::Remove(i),
+            };
+            let _ = tx.send(change);
+        }
+    };
+    (streams, feed)
+}

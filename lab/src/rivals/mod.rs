@@ -46,6 +46,7 @@ use tower::{BoxError, ServiceExt};
 
 use self::discover::Wrapped;
 use self::loadpace::Paced;
+use crate::discovery::Registry;
 use crate::error::LabError;
 use crate::report::PickerReport;
 use crate::report::membership_stats;
@@ -154,6 +155,7 @@ impl tower::util::rng::Rng for Seeded {
 pub async fn run(
     ctx: &Ctx<'_>,
     rival: Rival,
+    registry: Option<&Registry>,
 ) -> Result<Result<PickerReport, &'static str>, LabError> {
     let sc = ctx.sc;
     let row = Row::new(sc, ctx.seed, ctx.duration, ctx.open, ctx.sim);
@@ -161,7 +163,22 @@ pub async fn run(
     let progress = ctx.progress(format!("{rival} (rival)"));
     // Each client balancer discovers the backends through its own channel:
     // the first members at once, the others when they join.
-    let (streams, _membership) = discovery(ctx, &row, &targets);
+    // With etcd, from a watch of the row's prefix instead.
+    let (streams, _membership, etcd) = match registry {
+        Some(r) => {
+            let eps = (0..sc.load.clients).map(|c| {
+                let each = targets.iter().enumerate();
+                each.map(|(i, t)| endpoint(ctx, &row, c, i, t)).collect()
+            });
+            let (streams, feed) = discover::fan_out(eps.collect());
+            let guard = r.rivals(ctx, &row, &targets, Box::new(feed)).await?;
+            (streams, None, Some(guard))
+        }
+        None => {
+            let (streams, joins) = discovery(ctx, &row, &targets);
+            (streams, Some(joins), None)
+        }
+    };
     let sent = Arc::new(AtomicU64::new(0));
     let lbs = streams
         .into_iter()
@@ -181,6 +198,7 @@ pub async fn run(
         .as_ref()
         .map(|_| sent.load(Ordering::Relaxed));
     report.membership = membership_stats::stats(sc, &report);
+    report.etcd = etcd.map(|e| e.finish(sc));
     Ok(Ok(report))
 }
 

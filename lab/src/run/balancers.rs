@@ -136,7 +136,8 @@ where
         let given = sc.given(ctx.variant, ctx.seed, c);
         let members = membership::initial(&sc.backends);
         for (i, t) in targets.iter().enumerate() {
-            if !given[i] || !members[i] {
+            // With etcd, the source inserts every endpoint.
+            if !given[i] || !members[i] || ctx.discovered {
                 continue;
             }
             let (ep, w) = endpoint(ctx, weighted, t, rec, c, i);

@@ -52,6 +52,9 @@ pub struct Ctx<'a> {
     pub open: Option<OpenLoop>,
     /// The picker's settings (`[picker.NAME]`), if any.
     pub tuning: Option<Tuning>,
+    /// The balancers learn of every replica from a discovery source
+    /// (`--discovery etcd`): they are built without endpoints.
+    pub discovered: bool,
 }
 
 impl Ctx<'_> {

@@ -12,6 +12,7 @@ use super::error::LabError;
 
 mod backend;
 mod capacity;
+pub mod etcd;
 mod fleet;
 mod load;
 pub mod membership;
@@ -156,6 +157,9 @@ pub struct Scenario {
     /// `[target]`: the user's own replicas instead of the lab's backends.
     #[serde(default)]
     pub target: Option<target::TargetSpec>,
+    /// `[etcd]`: leases and crashes under `--discovery etcd`.
+    #[serde(default)]
+    pub etcd: Option<etcd::EtcdSpec>,
 }
 
 impl Scenario {
@@ -315,6 +319,9 @@ impl Scenario {
         }
         resource::validate(&self.resources, &self.backends)?;
         membership::validate(&self.backends)?;
+        if let Some(e) = &self.etcd {
+            e.validate(&self.backends)?;
+        }
         if let Some(c) = &self.capacity {
             c.resolve(self.own_load(), !self.load.is_open())?;
         }
