@@ -7,8 +7,8 @@ use std::task::{Context, Poll, ready};
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
+use crate::admission::InFlight;
 use crate::classify::Classify;
-use crate::endpoint::InFlight;
 use crate::error::Error;
 
 pin_project! {

@@ -3,8 +3,9 @@ use std::time::Duration;
 
 use super::best_of::draw;
 use super::{MAX_CHOICES, Pick, Picker, Pool, cost_key, key_winner};
-use crate::endpoint::{EndpointState, decay, stale_after};
 use crate::error::{ConfigError, check_positive};
+use crate::model::{EndpointState, stale_after};
+use crate::time::decay;
 
 /// Default number of candidates compared per pick.
 ///

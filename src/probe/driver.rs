@@ -8,8 +8,8 @@ use tokio::time::Instant;
 
 use super::Prober;
 use crate::balance::{Balance, Shared};
-use crate::endpoint::Model;
 use crate::error::{ConfigError, current_runtime};
+use crate::model::Model;
 use crate::orca::{LATENCY_METRIC, LoadReport, RIF_METRIC};
 use crate::pick::Picker;
 use crate::pick::prequal::{Answer, ProbePool, ProbeStats};

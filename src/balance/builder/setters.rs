@@ -9,8 +9,8 @@ use super::Builder;
 #[cfg(feature = "metrics")]
 use crate::balance::Observer;
 use crate::breaker::CircuitBreakerConfig;
-use crate::endpoint::{AdaptiveConcurrency, EndpointMeta, SlowStart};
 use crate::health::{HealthEvent, PanicMode};
+use crate::model::{AdaptiveConcurrency, EndpointMeta, SlowStart};
 use crate::outlier::OutlierDetection;
 use crate::pick::Picker;
 use crate::route::Routing;

@@ -86,7 +86,7 @@ pub const COLD_SLOWDOWN: f64 = 4.0;
 ///
 /// One guard is ours, not the paper's: the fastest cold candidate is
 /// passed over for the least loaded hot one when it is expected to take
-/// more than [`COLD_SLOWDOWN`] times as long. With one replica ten times
+/// more than `COLD_SLOWDOWN` times as long. With one replica ten times
 /// slower than the rest (10 replicas, 5 clients, 0.8 load; the lab's
 /// family) the rule as published chose the slow replica whenever every
 /// fast answer in the pool was hot, and its p99 was 1.36 times tower's

@@ -1,7 +1,7 @@
 //! How an idle estimate loses its hold: its excess over the floor fades in
 //! floors, and an estimate too old to describe the replica is stale.
 
-use super::decay;
+use crate::time::decay;
 
 /// While an endpoint takes no calls, its estimate's excess over its floor
 /// latency (its unloaded service time, see `parallelism.rs`) fades with a

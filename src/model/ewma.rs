@@ -72,15 +72,40 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-mod decay;
 mod fade;
 mod probe;
 
-pub(crate) use decay::decay;
+use crate::time::decay;
 use fade::fade_excess;
 pub(crate) use fade::stale_after;
-use probe::PROBE_MISSES;
-use probe::{FAILED, MISS, TIME, misses, probe_due, stamp_of};
+use probe::{PROBE_MISSES, probe_due};
+
+// The stamp: when the last sample was taken, with flags in its low byte.
+
+/// The stamp's low bit: the last sample was a failure.
+pub(super) const FAILED: u64 = 1;
+
+/// The stamp's next bits, after a failure: how many picks drew the
+/// endpoint and passed it over since (saturating at [`PROBE_MISSES`]).
+pub(super) const MISS: u64 = 2;
+
+/// The stamp's flag bits (the time keeps the rest: 256 ns of precision).
+pub(super) const FLAGS: u64 = 0xFF;
+
+/// The stamp's time.
+pub(super) const TIME: u64 = !FLAGS;
+
+/// The stamp of a sample taken at `now_ns`: rounded up, so that a read at
+/// the same time sees no idleness at all.
+#[inline(always)]
+pub(super) fn stamp_of(now_ns: u64) -> u64 {
+    now_ns.saturating_add(FLAGS) & TIME
+}
+
+#[inline(always)]
+pub(super) fn misses(raw: u64) -> u64 {
+    (raw & FLAGS) >> 1
+}
 
 #[derive(Debug)]
 pub(crate) struct Ewma {
@@ -108,7 +133,7 @@ pub(crate) struct Rates {
 }
 
 /// What a read of the EWMAs gives, decayed to the time of the read (the
-/// tests' view; readers go through `view.rs`, which also applies the probe).
+/// tests' view; readers go through `lanes.rs`, which also applies the probe).
 #[cfg(test)]
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Reading {
