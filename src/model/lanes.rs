@@ -117,11 +117,16 @@ const _: () = assert!(std::mem::size_of::<Hot>() == 64);
 /// One endpoint as the picks of one lane see it, the lane's line looked
 /// up once: a pick reads four of its fields per candidate, and looked up
 /// per field, the lane's index was read back and the address recomputed
-/// after every atomic load.
+/// after every atomic load. The parallelism word (floor and parallelism)
+/// is read once, here: the estimate's read needs the floor and the cost
+/// the parallelism, and two atomic loads of one word stay two.
 #[derive(Clone, Copy)]
 pub(crate) struct View<'a> {
     pub(crate) state: &'a EndpointState,
     hot: &'a Hot,
+    /// This lane's floor latency (ns) and parallelism.
+    floor_ns: f64,
+    parallelism: f64,
 }
 
 impl View<'_> {
@@ -134,19 +139,19 @@ impl View<'_> {
     /// This lane's estimate with the decay left as a factor.
     #[inline(always)]
     pub(crate) fn estimate_idle(self, now_ns: u64, rates: Rates) -> Idle {
-        read(self.state, self.hot, now_ns, rates)
+        read(self.state, self.hot, now_ns, rates, self.floor_ns)
     }
 
     /// This lane's parallelism.
     #[inline(always)]
     pub(crate) fn parallelism(self) -> f64 {
-        self.hot.parallelism.get()
+        self.parallelism
     }
 
     /// This lane's floor latency in ns (+∞ before its first success).
     #[inline(always)]
     pub(crate) fn floor_ns(self) -> f64 {
-        self.hot.parallelism.floor()
+        self.floor_ns
     }
 
     /// The weight after slow start at `now_ns`, from this lane's copy.
@@ -164,9 +169,13 @@ impl EndpointState {
     /// Endpoint as lane `lane`'s picks see it.
     #[inline(always)]
     pub(crate) fn view(&self, lane: usize) -> View<'_> {
+        let hot = self.lane(lane);
+        let (floor_ns, parallelism) = hot.parallelism.read();
         View {
             state: self,
-            hot: self.lane(lane),
+            hot,
+            floor_ns,
+            parallelism,
         }
     }
 
@@ -329,17 +338,25 @@ impl EndpointState {
 /// yet counts the pick that passed it over (see `ewma`'s notes on the
 /// probe).
 #[inline(always)]
-fn read(state: &EndpointState, hot: &Hot, now_ns: u64, rates: Rates) -> Idle {
-    let e = hot
-        .latency
-        .read_idle(now_ns, rates, hot.parallelism.floor());
+fn read(state: &EndpointState, hot: &Hot, now_ns: u64, rates: Rates, floor_ns: f64) -> Idle {
+    match hot.latency.read_answered(now_ns, rates, floor_ns) {
+        Some(e) => e,
+        None => failed(state, hot, now_ns, rates, floor_ns),
+    }
+}
+
+/// [`read`] of an endpoint whose last call failed. Out of line: the
+/// request path never comes here while every endpoint answers.
+#[cold]
+#[inline(never)]
+fn failed(state: &EndpointState, hot: &Hot, now_ns: u64, rates: Rates, floor_ns: f64) -> Idle {
+    let e = hot.latency.read_idle(now_ns, rates, floor_ns);
     if e.waiting {
         hot.latency.miss();
     }
     if e.due && hot.in_flight.load(Ordering::Relaxed) == 0 {
-        let floor = hot.parallelism.floor();
-        e.probe(if floor.is_finite() {
-            floor
+        e.probe(if floor_ns.is_finite() {
+            floor_ns
         } else {
             state.model.default_rtt_ns
         })
@@ -351,7 +368,7 @@ fn read(state: &EndpointState, hot: &Hot, now_ns: u64, rates: Rates) -> Idle {
 /// A lane's estimate at `now_ns`.
 #[inline(always)]
 pub(super) fn reading(state: &EndpointState, hot: &Hot, now_ns: u64, rates: Rates) -> Estimate {
-    let r = read(state, hot, now_ns, rates);
+    let r = read(state, hot, now_ns, rates, hot.parallelism.floor());
     Estimate {
         mean_ns: r.est * r.weight,
         spread_ns: r.spread * r.weight,

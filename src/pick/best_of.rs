@@ -70,16 +70,22 @@ pub(crate) fn draw<T>(cx: &Pool<'_, T>, k: usize, out: &mut [usize; MAX_CHOICES]
     }
     if cx.is_uniform() && n < 1 << 16 {
         let mut draw = Draws::new(cx);
+        // The draws so far, ascending. Without a branch on the drawn
+        // values, which the CPU cannot predict: the j-th draw steps over
+        // every earlier one at or below it (in ascending order, so once
+        // one is above, all later ones are), then sinks into place by
+        // compare-exchanges.
         let mut taken = [0usize; MAX_CHOICES];
         for (j, slot) in out.iter_mut().enumerate().take(k) {
             let mut i = draw.below(cx, n - j);
-            let mut pos = 0;
-            while pos < j && taken[pos] <= i {
-                i += 1;
-                pos += 1;
+            for &t in &taken[..j] {
+                i += usize::from(t <= i);
             }
-            taken.copy_within(pos..j, pos + 1);
-            taken[pos] = i;
+            taken[j] = i;
+            for q in (0..j).rev() {
+                let (a, b) = (taken[q], taken[q + 1]);
+                (taken[q], taken[q + 1]) = (a.min(b), a.max(b));
+            }
             *slot = i;
         }
         return k;
