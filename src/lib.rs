@@ -118,6 +118,8 @@ mod documents {
     struct Dependencies;
     #[doc = include_str!("../docs/vocabulary.md")]
     struct Vocabulary;
+    #[doc = include_str!("../docs/history.md")]
+    struct History;
 }
 
 pub use balance::{Balance, Handle};

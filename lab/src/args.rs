@@ -40,6 +40,16 @@ usage: cargo lab [FLAGS]
   --report FILE|none     the report page (tables and charts, HTML; default
                          lab-SCENARIO.html here); none writes no page
   --seed N               seed of every random number (default: the scenario's, else 1)
+  --seeds 1-3|1,4,7      run once per seed, then a table of each cell's mean
+                         and range over the seeds (in the JSON and the report too)
+  --ratio-to NAME|none   the summary's p99/NAME and mean/NAME columns: each
+                         row against this one (default: tower_p2c when it runs)
+  --clients N            independent client balancers (overrides [load] clients)
+  --set P.FIELD=V[,V..]  a picker setting, as [picker.P] FIELD = V in a scenario
+                         (e.g. peak_ewma.sample_decay=2s); several values: one
+                         row each
+  --vary P.FIELD=V[,V..] rows beside P's own, one per value of FIELD (the rest
+                         of P's settings kept): e.g. prequal.pool_size=8,32
   --warm-select          time a second pick made right after the one that
                          decides (its result unused): selection with warm
                          caches; cursors of round robin pickers then advance
@@ -47,8 +57,11 @@ usage: cargo lab [FLAGS]
   --per-thread-load      each worker thread picks with its own view of the
                          endpoints' load (Builder::per_thread_load; http
                          mode: the sim runs on one thread)
-  --quiet                no progress line
+  --quiet                no progress line (the files written are still named)
   --help                 this text
+  --family [NAME]        the scenario family's scorecard instead of one scenario
+                         (all, named, generated, quick, http; its own flags:
+                         cargo lab --family --help)
 
 In http mode (without --sim) Prometheus metrics are served while the lab
 runs, at the address printed at the start (metrics: http://127.0.0.1:PORT/metrics).";
@@ -71,6 +84,14 @@ pub struct Args {
     pub find_capacity: bool,
     /// `--connections`.
     pub connections: Option<scenario::Connections>,
+    /// `--seeds` (empty: one run, at `--seed`).
+    pub seeds: Vec<u64>,
+    /// `--ratio-to`.
+    pub ratio: crate::report::summary::RatioTo,
+    /// `--clients`.
+    pub clients: Option<u32>,
+    /// `--set` and `--vary`, in order.
+    pub set: Vec<scenario::SetFlag>,
 }
 
 /// Parses the flags; `Ok(None)` means `--help`.
@@ -83,8 +104,15 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, LabError> {
         report: None,
         find_capacity: false,
         connections: None,
+        seeds: Vec::new(),
+        ratio: crate::report::summary::RatioTo::Default,
+        clients: None,
+        set: Vec::new(),
     };
-    let mut it = args.iter();
+    // `cargo lab -- --peers nginx` passes a `--` of its own (the alias
+    // ends in one already): the lab takes no positional arguments, so a
+    // bare `--` separates nothing and is skipped.
+    let mut it = args.iter().filter(|a| a.as_str() != "--");
     while let Some(flag) = it.next() {
         let (flag, inline) = match flag.split_once('=') {
             Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
@@ -119,6 +147,21 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, LabError> {
                 })?);
             }
             "--pickers" => a.opts.pickers = Some(pickers(&value(flag)?)?),
+            "--seeds" => {
+                a.seeds = crate::driver::seeds::parse(&value(flag)?)
+                    .map_err(|e| LabError::input(format!("--seeds: {e}")))?;
+            }
+            "--ratio-to" => a.ratio = crate::report::summary::RatioTo::parse(&value(flag)?),
+            "--clients" => {
+                let v = value(flag)?;
+                a.clients = Some(v.parse().map_err(|_| {
+                    LabError::input(format!("--clients: \"{v}\" is not a whole number"))
+                })?);
+            }
+            "--set" | "--vary" => a.set.push(
+                scenario::tuning::parse_set(&value(flag)?, flag == "--vary")
+                    .map_err(|e| LabError::input(format!("{flag}: {e}")))?,
+            ),
             "--peers" => {
                 let v = value(flag)?;
                 let list =
@@ -131,6 +174,9 @@ pub fn parse(args: &[String]) -> Result<Option<Args>, LabError> {
                 )));
             }
         }
+    }
+    if a.opts.seed.is_some() && !a.seeds.is_empty() {
+        return Err(LabError::input("--seed and --seeds: give one of them"));
     }
     Ok(Some(a))
 }
@@ -174,7 +220,7 @@ fn duration(v: &str) -> Result<std::time::Duration, LabError> {
 }
 
 /// `--pickers`'s pickers, from a comma-separated list (at least one).
-fn pickers(v: &str) -> Result<Vec<PickerName>, LabError> {
+pub fn pickers(v: &str) -> Result<Vec<PickerName>, LabError> {
     let list = v
         .split(',')
         .filter(|s| !s.trim().is_empty())

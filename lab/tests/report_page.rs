@@ -1,7 +1,9 @@
 //! The report page renders: a real headless Chromium (Debian's `chromium`)
 //! loads the page a sweep writes and reports, from inside the page, the
 //! size of every chart and how many of its marks (bars, lines, labels)
-//! have a non-empty box once laid out; it also takes a screenshot.
+//! have a non-empty box once laid out; it also takes a screenshot. The
+//! family's page (`cargo lab --family`) is loaded the same way: its heat
+//! maps have a cell for every row of every case.
 //!
 //! Without Chromium the test is skipped with a notice, so `cargo test` on
 //! a fresh machine needs nothing but cargo; with
@@ -14,6 +16,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use tower_lb_lab as lab;
+
+use lab::report::summary::{RatioTo, Seeded};
 
 use lab::driver::{Options, run_scenario};
 use lab::scenario::{PickerName, Scenario};
@@ -95,10 +99,39 @@ fn sweep_page() -> String {
                 quiet: true,
                 ..Options::default()
             };
-            run_scenario(&sc, &opts).expect("scenario runs")
+            let r = run_scenario(&sc, &opts).expect("scenario runs");
+            Seeded::new(vec![r], &RatioTo::Default)
         })
         .collect();
     lab::output::html(&sc, &reports)
+}
+
+/// Loads `html` with `script` added, and parses what the script left in
+/// `<pre id="probe">`.
+fn probe<T: serde::de::DeserializeOwned>(
+    browser: &Path,
+    dir: &Path,
+    html: &str,
+    script: &str,
+) -> T {
+    let probed = dir.join("probed.html");
+    std::fs::write(
+        &probed,
+        html.replace("</body>", &format!("{script}</body>")),
+    )
+    .unwrap();
+    let dom = browse(
+        browser,
+        dir,
+        &["--virtual-time-budget=2000", "--dump-dom"],
+        &probed,
+    );
+    let json = dom
+        .split("<pre id=\"probe\">")
+        .nth(1)
+        .and_then(|s| s.split("</pre>").next())
+        .unwrap_or_else(|| panic!("the probe did not run: {dom}"));
+    serde_json::from_str(json).expect("the probe's JSON")
 }
 
 #[test]
@@ -110,20 +143,7 @@ fn the_report_page_renders_every_chart_in_chromium() {
     // One chart per level, and the sweep's p99 against load.
     assert_eq!(html.matches("<svg").count(), 3, "{html}");
 
-    let probed = dir.join("probed.html");
-    std::fs::write(&probed, html.replace("</body>", &format!("{PROBE}</body>"))).unwrap();
-    let dom = browse(
-        &browser,
-        &dir,
-        &["--virtual-time-budget=2000", "--dump-dom"],
-        &probed,
-    );
-    let json = dom
-        .split("<pre id=\"probe\">")
-        .nth(1)
-        .and_then(|s| s.split("</pre>").next())
-        .unwrap_or_else(|| panic!("the probe did not run: {dom}"));
-    let charts: Vec<[u32; 3]> = serde_json::from_str(json).expect("the probe's JSON");
+    let charts: Vec<[u32; 3]> = probe(&browser, &dir, &html, PROBE);
     assert_eq!(charts.len(), 3, "{charts:?}");
     for [w, h, marks] in &charts {
         assert!(
@@ -143,5 +163,55 @@ fn the_report_page_renders_every_chart_in_chromium() {
     browse(&browser, &dir, &["--window-size=1400,2400", &arg], &page);
     let png = std::fs::read(&shot).expect("the screenshot");
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Reports, for each heat map, `[width, height, cells]`: its laid-out size
+/// and how many of its `heat-cell` rectangles have a box and a fill.
+const HEAT_PROBE: &str = r#"<script>addEventListener('load', () => {
+  const maps = [...document.querySelectorAll('svg.heat-map')].map(v => {
+    const r = v.getBoundingClientRect();
+    const cells = [...v.querySelectorAll('rect.heat-cell')]
+      .filter(e => { const b = e.getBBox(); return b.width > 0 && b.height > 0 && e.getAttribute('fill'); }).length;
+    return [Math.round(r.width), Math.round(r.height), cells];
+  });
+  const p = document.createElement('pre');
+  p.id = 'probe';
+  p.textContent = JSON.stringify(maps);
+  document.body.appendChild(p);
+})</script>"#;
+
+/// A family of two quick cases and three rows: the page draws a heat map
+/// of picker × case against tower_p2c and one against the oracle, a cell
+/// for every row of every case.
+#[test]
+fn the_family_page_draws_its_heat_maps_in_chromium() {
+    let Some(browser) = chromium() else { return };
+    let dir = std::env::temp_dir().join(format!("tower-lb-family-page-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let a = lab::family::FamilyArgs {
+        cases: Some(vec!["q01".into(), "q04".into()]),
+        pickers: Some(
+            ["peak_ewma", "tower_p2c", "oracle"]
+                .iter()
+                .map(|p| p.parse::<PickerName>().expect("known picker"))
+                .collect(),
+        ),
+        duration: Some(Duration::from_secs(2)),
+        quiet: true,
+        ..lab::family::FamilyArgs::new("quick")
+    };
+    let report = lab::family::run(&a).unwrap().expect("a run");
+    let html = report.html();
+    assert_eq!(html.matches("class=\"heat-map\"").count(), 2, "{html}");
+    let maps: Vec<[u32; 3]> = probe(&browser, &dir, &html, HEAT_PROBE);
+    assert_eq!(maps.len(), 2, "{maps:?}");
+    for [w, h, cells] in &maps {
+        assert!(
+            *w >= 300 && *h >= 100,
+            "a heat map laid out at {w}×{h}: {maps:?}"
+        );
+        assert_eq!(*cells, 3 * 2, "{maps:?}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

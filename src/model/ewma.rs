@@ -298,9 +298,23 @@ impl Ewma {
             1.0
         };
         let x_fail = if failed { 1.0 } else { 0.0 };
-        // A success on an endpoint with no failure history changes nothing:
-        // skip the write on the common path.
-        if failed || self.failure.load(Ordering::Relaxed) != 0 {
+        // The answer to a probe decides: a success forgives the failures
+        // before it (they were the replica that died, not the one that
+        // answers), so a replica back under load takes its share within a
+        // second instead of waiting seconds for its failure ratio to fade.
+        let probe_answered = !failed
+            && raw & FAILED != 0
+            && probe_due(
+                dt,
+                unpack(self.packed.load(Ordering::Relaxed)).0,
+                misses(raw),
+                rates,
+            );
+        if probe_answered {
+            self.failure.store(0f64.to_bits(), Ordering::Relaxed);
+        } else if failed || self.failure.load(Ordering::Relaxed) != 0 {
+            // A success on an endpoint with no failure history changes
+            // nothing: skip the write on the common path.
             let _ = self
                 .failure
                 .fetch_update(Ordering::AcqRel, Ordering::Acquire, |bits| {

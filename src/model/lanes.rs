@@ -148,6 +148,12 @@ impl View<'_> {
         self.parallelism
     }
 
+    /// Calls this lane has recorded on the endpoint.
+    #[inline(always)]
+    pub(crate) fn samples(self) -> u64 {
+        self.hot.requests.load(Ordering::Relaxed)
+    }
+
     /// This lane's floor latency in ns (+∞ before its first success).
     #[inline(always)]
     pub(crate) fn floor_ns(self) -> f64 {

@@ -3,6 +3,14 @@
 //! out (Finagle's and linkerd's budget; tower#857 is the bug where a
 //! ratio of 0.6 let every request retry), counted at the backends
 //! (property over ratios, floors and traffic patterns; paused clock).
+//!
+//! The retry layer is the README's but for what the property draws, over a
+//! balancer without breakers: every retry then reaches a backend and is
+//! counted there. The README's breakers only refuse calls (after 20
+//! failed calls per endpoint), never add retries; with them the refusals
+//! carry the breakers' wait, up to 30 s a retry, and a run would outlast
+//! the budget's window, past which the bound is no longer the one-window
+//! bound asserted here.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -80,6 +88,7 @@ async fn run(ratio: f64, min_per_sec: u32, hedge: bool, pattern: Vec<Burst>) -> 
     let budget = Budget::new(TTL, min_per_sec, ratio).expect("a valid budget");
     let mut layer = RetryLayer::builder()
         .replay(retry::CloneRequest)
+        .per_try_timeout(crate::stack::PER_TRY_TIMEOUT)
         .max_attempts(5)
         .budget(budget);
     if hedge {

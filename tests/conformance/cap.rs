@@ -1,7 +1,8 @@
 //! The per-endpoint concurrency cap holds exactly: under load every
 //! endpoint reaches it and never passes it, and a cap set at run time
 //! holds exactly the new number (gRPC's `circuit_breaking` case: 500 in
-//! flight, then 800 after the update; paused clock).
+//! flight, then 800 after the update; paused clock, the README's stack:
+//! `stack.rs`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -9,8 +10,10 @@ use std::time::Duration;
 
 use tokio::task::JoinSet;
 use tower::util::BoxCloneSyncService;
-use tower::{Service, ServiceExt, service_fn};
+use tower::{Layer, Service, ServiceExt, service_fn};
 use tower_lb::{Balance, Error};
+
+use crate::stack;
 
 type Svc = BoxCloneSyncService<(), (), std::io::Error>;
 
@@ -63,20 +66,23 @@ fn replica(gauge: Arc<Gauge>) -> Svc {
 #[tokio::test(start_paused = true)]
 async fn a_cap_holds_exactly_n_in_flight_and_a_new_cap_the_new_n() {
     let gauges: Vec<Arc<Gauge>> = (0..3).map(|_| Arc::new(Gauge::default())).collect();
-    let mut b = Balance::builder().max_in_flight(4);
+    let mut b = stack::balance().max_in_flight(4);
     for (i, g) in gauges.iter().enumerate() {
         b = b.endpoint(i, replica(g.clone()));
     }
     let lb = b.build().expect("a valid balancer");
+    let retry = stack::retry_clone();
     let overloaded = Arc::new(AtomicUsize::new(0));
     let mut callers = JoinSet::new();
     // 40 callers against 3 × 6 slots at most: every endpoint stays full.
     for _ in 0..40 {
-        let (mut lb, overloaded) = (lb.clone(), overloaded.clone());
+        let (mut svc, overloaded) = (retry.layer(lb.clone()), overloaded.clone());
         callers.spawn(async move {
             loop {
-                let Ok(ready) = lb.ready().await else { return };
-                if let Err(Error::Overloaded) = ready.call(()).await {
+                let Ok(ready) = svc.ready().await else { return };
+                if let Err(e) = ready.call(()).await
+                    && let Some(Error::Overloaded) = e.into_inner()
+                {
                     overloaded.fetch_add(1, Ordering::Relaxed);
                     tokio::time::sleep(Duration::from_millis(1)).await;
                 }

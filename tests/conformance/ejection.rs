@@ -2,7 +2,8 @@
 //! `max_ejection_percent` allows (Envoy's rule, with at least one host
 //! ejectable and never all: `outlier::max_ejections`), whatever the
 //! failures (property over pool sizes, percentages and failure patterns;
-//! paused clock).
+//! paused clock; the README's stack, `stack.rs`, with outlier detection
+//! added: every rule on, short times).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -11,9 +12,11 @@ use std::time::Duration;
 use proptest::prelude::*;
 use tokio::time::Instant;
 use tower::util::BoxCloneSyncService;
-use tower::{Service, ServiceExt, service_fn};
+use tower::{Layer, Service, ServiceExt, service_fn};
 use tower_lb::outlier::{OutlierDetection, max_ejections};
-use tower_lb::{Balance, pick};
+use tower_lb::pick;
+
+use crate::stack;
 
 type Svc = BoxCloneSyncService<(), (), std::io::Error>;
 
@@ -78,14 +81,15 @@ async fn run(n: usize, percent: u32, pattern: Vec<Phase>) -> Result<usize, TestC
         .max_ejection_percent(percent)
         .build()
         .expect("a valid config");
-    let mut b = Balance::builder()
+    let mut b = stack::balance()
         .picker(pick::RoundRobin::new())
         .outlier_detection(outlier)
         .seed(n as u64);
     for (i, m) in modes.iter().enumerate() {
         b = b.endpoint(i, replica(m.clone()));
     }
-    let mut lb = b.build().expect("a valid balancer");
+    let lb = b.build().expect("a valid balancer");
+    let mut svc = stack::retry_clone().layer(lb.clone());
     let states: Vec<_> = lb
         .handle()
         .endpoints()
@@ -99,7 +103,7 @@ async fn run(n: usize, percent: u32, pattern: Vec<Phase>) -> Result<usize, TestC
             m.store(mode, Ordering::Relaxed);
         }
         for _ in 0..phase.calls {
-            if let Ok(ready) = lb.ready().await {
+            if let Ok(ready) = svc.ready().await {
                 let _ = ready.call(()).await;
             }
             let now = Instant::now();

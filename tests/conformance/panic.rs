@@ -1,18 +1,22 @@
 //! The panic threshold (Envoy's healthy panic): the balancer panics when
 //! the healthy share of its endpoints falls below the configured
 //! percentage, and leaves panic as soon as it is back at or above it,
-//! exactly, for every pool size and threshold (property, paused clock).
+//! exactly, for every pool size and threshold, in both modes (property,
+//! paused clock; the README's stack, `stack.rs`, with the threshold and
+//! mode drawn).
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use proptest::prelude::*;
 use tower::util::BoxCloneSyncService;
-use tower::{Service, ServiceExt, service_fn};
-use tower_lb::breaker::CircuitBreakerConfig;
+use tower::{Layer, Service, ServiceExt, service_fn};
 use tower_lb::endpoint::EndpointState;
-use tower_lb::health::PanicMode;
-use tower_lb::{Balance, Error, pick};
+use tower_lb::health::{HealthChange, PanicMode};
+use tower_lb::{Error, pick, retry};
+
+use crate::stack;
 
 type Svc = BoxCloneSyncService<(), (), Infallible>;
 
@@ -27,14 +31,19 @@ fn expect_panic(healthy: usize, total: usize, threshold: f64) -> bool {
 }
 
 /// Marks endpoints `0..unhealthy` unhealthy (their breakers forced open),
-/// the rest healthy, and says whether a call fails with `Error::Panic`.
+/// the rest healthy, makes a call, and says whether the balancer was in
+/// panic for it (`in_panic`, kept by its health events), checking that a
+/// call in panic fails with `Error::Panic` exactly when the mode is
+/// `FailFast`.
 async fn in_panic<S>(
-    lb: &mut Balance<usize, Svc, S>,
+    svc: &mut S,
     states: &[Arc<EndpointState>],
     unhealthy: usize,
+    in_panic: &AtomicBool,
+    mode: PanicMode,
 ) -> bool
 where
-    S: pick::Picker + pick::Pick<()>,
+    S: Service<(), Response = (), Error = retry::Error<Error<Infallible>>>,
 {
     for (i, s) in states.iter().enumerate() {
         let breaker = s.breaker().expect("every endpoint has a breaker");
@@ -44,14 +53,17 @@ where
             breaker.reset();
         }
     }
-    let ready = lb.ready().await.expect("ready");
-    match ready.call(()).await {
+    let ready = svc.ready().await.expect("ready");
+    let failed_fast = match ready.call(()).await.map_err(|e| e.into_inner()) {
         Ok(()) => false,
-        Err(Error::Panic) => true,
-        // All forced open and no panic (threshold 0): nothing admits.
-        Err(Error::AllUnavailable(_)) => false,
-        Err(e) => panic!("unexpected: {e}"),
-    }
+        Err(Some(Error::Panic)) => true,
+        // All forced open: nothing admits, in panic (RouteAll) or not.
+        Err(Some(Error::AllUnavailable(_))) => false,
+        Err(e) => panic!("unexpected: {e:?}"),
+    };
+    let panic = in_panic.load(Ordering::SeqCst);
+    assert_eq!(failed_fast, panic && mode == PanicMode::FailFast);
+    panic
 }
 
 fn paused() -> tokio::runtime::Runtime {
@@ -62,16 +74,24 @@ fn paused() -> tokio::runtime::Runtime {
         .expect("a runtime")
 }
 
-async fn check(total: usize, threshold: f64) -> Result<(), TestCaseError> {
-    let mut b = Balance::builder()
+/// The README's stack (`stack.rs`) with `threshold` and `mode`.
+async fn check(total: usize, threshold: f64, mode: PanicMode) -> Result<(), TestCaseError> {
+    let panic = Arc::new(AtomicBool::new(false));
+    let flag = panic.clone();
+    let mut b = stack::balance()
         .picker(pick::RoundRobin::new())
-        .circuit_breaker(CircuitBreakerConfig::default())
         .panic_threshold(threshold)
-        .panic_mode(PanicMode::FailFast);
+        .panic_mode(mode)
+        .on_health_change(move |e| match e.change {
+            HealthChange::PanicEntered { .. } => flag.store(true, Ordering::SeqCst),
+            HealthChange::PanicLeft { .. } => flag.store(false, Ordering::SeqCst),
+            _ => {}
+        });
     for i in 0..total {
         b = b.endpoint(i, replica());
     }
-    let mut lb = b.build().expect("a valid balancer");
+    let lb = b.build().expect("a valid balancer");
+    let mut svc = stack::retry_clone().layer(lb.clone());
     let states: Vec<_> = lb
         .handle()
         .endpoints()
@@ -82,15 +102,16 @@ async fn check(total: usize, threshold: f64) -> Result<(), TestCaseError> {
     let down = 0..=total;
     let up = (0..=total).rev();
     for unhealthy in down.chain(up) {
-        let got = in_panic(&mut lb, &states, unhealthy).await;
+        let got = in_panic(&mut svc, &states, unhealthy, &panic, mode).await;
         let want = expect_panic(total - unhealthy, total, threshold);
         prop_assert_eq!(
             got,
             want,
-            "{}/{} healthy, threshold {}",
+            "{}/{} healthy, threshold {}, {:?}",
             total - unhealthy,
             total,
-            threshold
+            threshold,
+            mode
         );
     }
     Ok(())
@@ -103,8 +124,10 @@ fn the_panic_threshold_engages_and_releases_at_exactly_the_healthy_share() {
     let rt = paused();
     for total in 1..=10 {
         for threshold in [0.0, 10.0, 33.0, 50.0, 70.0, 100.0] {
-            if let Err(e) = rt.block_on(check(total, threshold)) {
-                panic!("{e}");
+            for mode in [PanicMode::RouteAll, PanicMode::FailFast] {
+                if let Err(e) = rt.block_on(check(total, threshold, mode)) {
+                    panic!("{e}");
+                }
             }
         }
     }
@@ -115,7 +138,12 @@ proptest! {
 
     /// Promise, for any pool size and any threshold in 0..=100.
     #[test]
-    fn the_panic_threshold_is_exact_for_any_share(total in 1usize..40, threshold in 0.0f64..=100.0) {
-        paused().block_on(check(total, threshold))?;
+    fn the_panic_threshold_is_exact_for_any_share(
+        total in 1usize..40,
+        threshold in 0.0f64..=100.0,
+        fail_fast in any::<bool>(),
+    ) {
+        let mode = if fail_fast { PanicMode::FailFast } else { PanicMode::RouteAll };
+        paused().block_on(check(total, threshold, mode))?;
     }
 }

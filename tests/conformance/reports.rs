@@ -1,8 +1,9 @@
 //! Server-reported load cannot lock an endpoint out: no single report, and
 //! no stream of absurd ones, keeps an endpoint from picks longer than
-//! `utilization_fade × ln(MAX_UTILIZATION)` (1.4 s at the defaults), and a
-//! utilization past the bound is counted and treated as unreported
-//! (`PeakEwma::utilization`, paused clock).
+//! `utilization_fade × ln(MAX_UTILIZATION)` (1.39 s at the default fade,
+//! `pick::DEFAULT_UTILIZATION_FADE`), and a utilization past the bound is
+//! counted and treated as unreported (`PeakEwma::utilization(true)` in the
+//! README's stack, `stack.rs`; paused clock).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -12,14 +13,15 @@ use proptest::prelude::*;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tower::util::BoxCloneSyncService;
-use tower::{Service, ServiceExt, service_fn};
-use tower_lb::Balance;
+use tower::{Layer, Service, ServiceExt, service_fn};
 use tower_lb::http::Classifier;
 use tower_lb::orca::MAX_UTILIZATION;
-use tower_lb::pick::PeakEwma;
+use tower_lb::pick::{DEFAULT_UTILIZATION_FADE, PeakEwma};
 
-/// The utilization fade, set explicitly (its default, 1 s, is not exported).
-const FADE: Duration = Duration::from_secs(1);
+use crate::stack;
+
+/// The utilization fade: the default, which the runs leave alone.
+const FADE: Duration = DEFAULT_UTILIZATION_FADE;
 
 type Svc = BoxCloneSyncService<(), http::Response<()>, std::io::Error>;
 
@@ -98,26 +100,28 @@ struct Lockout {
 }
 
 /// Two replicas of 200 µs, 8 callers with 10 ms pauses, `PeakEwma` with
-/// the utilization term; replica 0 reports as `sends` after 1 s; the run
-/// lasts `span` after that.
+/// the utilization term at its default fade, in the README's stack
+/// (`stack.rs`); replica 0 reports as `sends` after 1 s; the run lasts
+/// `span` after that.
 async fn run(sends: Sends, span: Duration) -> Lockout {
     let reporter = Arc::new(Reporter::default());
     reporter.next_call.store(u64::MAX, Ordering::Relaxed);
-    let lb = Balance::builder()
-        .picker(PeakEwma::default().utilization(true).utilization_fade(FADE))
+    let lb = stack::balance()
+        .picker(PeakEwma::default().utilization(true))
         .classify(Classifier::new())
         .seed(3)
         .endpoint(0, replica(Some((reporter.clone(), sends))))
         .endpoint(1, replica(None))
         .build()
         .expect("a valid balancer");
+    let retry = stack::retry_clone();
     let calls = Arc::new(AtomicU64::new(0));
     let mut callers = JoinSet::new();
     for _ in 0..8 {
-        let (mut lb, calls) = (lb.clone(), calls.clone());
+        let (mut svc, calls) = (retry.layer(lb.clone()), calls.clone());
         callers.spawn(async move {
             loop {
-                if lb.ready().await.expect("ready").call(()).await.is_ok() {
+                if svc.ready().await.expect("ready").call(()).await.is_ok() {
                     calls.fetch_add(1, Ordering::Relaxed);
                 }
                 tokio::time::sleep(Duration::from_millis(10)).await;

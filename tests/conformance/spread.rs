@@ -1,14 +1,16 @@
 //! Spread and weights, after gRPC's `round_robin` and `traffic_splitting`
 //! interop cases: the round-robin family spreads evenly over 100
 //! endpoints, and a 20/80 weighted split holds over 1,000 requests
-//! (paused clock, in-process endpoints that answer at once).
+//! (paused clock, in-process endpoints that answer at once, the README's
+//! stack: `stack.rs`).
 
 use std::convert::Infallible;
 
 use tower::util::BoxCloneSyncService;
-use tower::{Service, ServiceExt, service_fn};
-use tower_lb::Balance;
+use tower::{Layer, Service, ServiceExt, service_fn};
 use tower_lb::pick::{AnyPicker, Pick, Picker, key_fn};
+
+use crate::stack;
 
 type Svc = BoxCloneSyncService<(), usize, Infallible>;
 
@@ -21,11 +23,11 @@ async fn counts<P>(picker: P, weights: &[f64], n: usize) -> Vec<usize>
 where
     P: Picker + Pick<()>,
 {
-    let mut b = Balance::builder().picker(picker).seed(7);
+    let mut b = stack::balance().picker(picker).seed(7);
     for (i, &w) in weights.iter().enumerate() {
         b = b.weighted_endpoint(i, replica(i), w);
     }
-    let mut lb = b.build().expect("a valid balancer");
+    let mut lb = stack::retry_clone().layer(b.build().expect("a valid balancer"));
     let mut counts = vec![0; weights.len()];
     for _ in 0..n {
         let i = lb

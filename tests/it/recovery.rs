@@ -147,3 +147,71 @@ async fn least_response_time_takes_a_revived_replica_back_within_a_second_under_
     // others off (kept for comparison).
     every_pool_and_speed(pick::LeastResponseTime::new(), |_| 64).await;
 }
+
+/// Answers per second by endpoint name over `secs` seconds after `from`,
+/// from `users` callers that call again as soon as they are answered.
+async fn shares_per_second(
+    lb: &Balance<usize, Svc>,
+    users: usize,
+    from: Duration,
+    secs: u64,
+) -> Vec<[u64; 2]> {
+    let start = Instant::now();
+    let counts = Arc::new(std::sync::Mutex::new(vec![[0u64; 2]; secs as usize]));
+    let mut set = JoinSet::new();
+    for _ in 0..users {
+        let (mut lb, counts) = (lb.clone(), counts.clone());
+        set.spawn(async move {
+            while start.elapsed() < from + Duration::from_secs(secs) {
+                let answer = lb.ready().await.unwrap().call(()).await;
+                let t = start.elapsed();
+                if let (Ok(name), Some(s)) = (answer, t.checked_sub(from)) {
+                    let mut c = counts.lock().unwrap();
+                    if let Some(slot) = c.get_mut(s.as_secs() as usize) {
+                        slot[usize::from(name != "revived")] += 1;
+                    }
+                }
+            }
+        });
+    }
+    while set.join_next().await.is_some() {}
+    Arc::try_unwrap(counts).unwrap().into_inner().unwrap()
+}
+
+/// Issue 36's bounds on a restart under load: three identical replicas at
+/// 1 ms, eight callers without pauses, one replica refusing for 3 s. In
+/// its first second back it takes calls (back within 1 s), and in no
+/// second of its warm-up more than twice its fair share (1/3).
+#[tokio::test(start_paused = true)]
+async fn a_revived_replica_is_back_within_a_second_and_draws_no_herd() {
+    let dead = Arc::new(AtomicBool::new(false));
+    let ms = Duration::from_millis(1);
+    let lb = Balance::builder()
+        .seed(5)
+        .endpoint(0, replica("revived", ms, Some(dead.clone())))
+        .endpoint(1, replica("peer", ms, None))
+        .endpoint(2, replica("peer", ms, None))
+        .build()
+        .unwrap();
+    let flag = dead.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        flag.store(true, Ordering::Relaxed);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        flag.store(false, Ordering::Relaxed);
+    });
+    // Seconds 5 to 11: the replica is back from 5 s on.
+    let seconds = shares_per_second(&lb, 8, Duration::from_secs(5), 6).await;
+    let share = |s: &[u64; 2]| s[0] as f64 / (s[0] + s[1]).max(1) as f64;
+    // Back: at least a tenth of its fair share in its first second.
+    assert!(
+        share(&seconds[0]) >= 0.1 / 3.0,
+        "not back within a second: {seconds:?}"
+    );
+    for s in &seconds {
+        assert!(
+            share(s) <= 2.0 / 3.0,
+            "a herd while warming up: {seconds:?}"
+        );
+    }
+}

@@ -2,13 +2,15 @@
 //! and a check that it is the README's program, line for line (the README
 //! compiles it as a doctest; here it runs).
 
+use std::time::Duration;
+
 use axum::{Router, routing::get};
 use reqwest_middleware::ClientBuilder;
 use tower::Layer;
 use tower_lb::breaker::CircuitBreakerConfig;
+use tower_lb::health::PanicMode;
 use tower_lb::http::middleware::{self, BalanceMiddleware};
 use tower_lb::metrics::{Metrics, prometheus::Exporter};
-use tower_lb::outlier::OutlierDetection;
 use tower_lb::retry::RetryLayer;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -24,10 +26,12 @@ type Program = (
 /// The README's program over `replicas`.
 async fn readme(replicas: Vec<String>) -> Result<Program, BoxError> {
     let exporter = Exporter::new()?; // OpenTelemetry instruments, Prometheus text
-    let retry = RetryLayer::builder().build()?; // 3 attempts, budget 20% + 10/s
+    let retry = RetryLayer::builder() // 3 attempts, budget 20% + 10/s
+        .per_try_timeout(Duration::from_millis(500))
+        .build()?;
     let lb = middleware::balance(replicas)?
         .circuit_breaker(CircuitBreakerConfig::builder().minimum_calls(20).build()?)
-        .outlier_detection(OutlierDetection::default()) // out after 5 failures in a row
+        .panic_mode(PanicMode::RouteAll) // under 50% healthy, route over all (open breakers still refuse)
         .metrics(Metrics::new(&exporter.meter(), "users").retries(&retry))
         .build()?;
     let client = ClientBuilder::new(reqwest::Client::new())

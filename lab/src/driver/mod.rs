@@ -9,6 +9,7 @@
 
 pub mod find_capacity;
 pub mod pickers;
+pub mod seeds;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -27,7 +28,7 @@ use crate::run::row::Ctx;
 use crate::run::server::{self, AbortOnDrop};
 use crate::run::traffic::connections::LabKey;
 use crate::scenario::proxy::{self, Peer, PeerSpec};
-use crate::scenario::{OpenLoop, PickerName, Scenario};
+use crate::scenario::{OpenLoop, PickerName, RowSpec, Scenario};
 
 /// Seed used when neither `--seed` nor the scenario gives one.
 pub const DEFAULT_SEED: u64 = 1;
@@ -100,10 +101,9 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
         let (exporter, task) = start_exporter(opts).await?;
         (Some(exporter), Some(task))
     };
-    let stream = opts
-        .stream
-        .then(|| Stream::start(&report, width(runs.iter().map(|r| r.0))));
-    for (k, &(name, track, variant, limited, slow_start)) in runs.iter().enumerate() {
+    let stream = opts.stream.then(|| Stream::start(&report, width(&runs)));
+    for (k, spec) in runs.iter().enumerate() {
+        let name = spec.picker;
         let ctx = Ctx {
             sc,
             sim: opts.sim,
@@ -111,13 +111,14 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
             seed,
             quiet: opts.quiet,
             nth: (k + 1, rows),
-            limited,
-            slow_start,
+            limited: spec.limited,
+            slow_start: spec.slow_start,
             exporter: exporter.as_ref(),
-            track,
-            variant,
+            track: spec.track,
+            variant: spec.variant,
             per_thread: opts.per_thread_load,
             open,
+            tuning: spec.tuning.clone(),
         };
         match run_picker(&ctx, name).await? {
             Ok(r) => {
@@ -195,9 +196,15 @@ async fn start_exporter(opts: &Options) -> Result<(Exporter, AbortOnDrop), LabEr
 }
 
 /// Room for the longest name a row can take (its picker's, a tracking
-/// mode, `+limits`, a route variant, `(rival)`).
-fn width(names: impl Iterator<Item = PickerName>) -> usize {
-    names.map(|n| n.as_str().len() + 22).max().unwrap_or(0)
+/// mode, `+limits`, a route variant, `(rival)`, its settings).
+fn width(rows: &[RowSpec]) -> usize {
+    rows.iter()
+        .map(|r| {
+            let tuned = r.tuning.as_ref().map_or(0, |t| t.label().len());
+            r.picker.as_str().len() + 22 + tuned
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// Prints the report's rows from `from` on, when the table is streamed.
@@ -222,7 +229,11 @@ async fn run_picker(
         PickerName::Crate(n) => {
             pickers::run(ctx, name, |_| {
                 let key = LabKey::for_load(ctx.sc.load.connections);
-                Timed(pick::AnyPicker::by_name(n, key).expect("a registry name"))
+                let mut p = pick::AnyPicker::by_name(n, key).expect("a registry name");
+                if let Some(t) = &ctx.tuning {
+                    t.apply(&mut p);
+                }
+                Timed(p)
             })
             .await
         }

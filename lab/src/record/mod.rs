@@ -243,6 +243,7 @@ impl Recorder {
                 rest_ns: wall.then_some(round(rest_ns, 1)),
                 select_ns_measured: select_ns,
                 rest_ns_measured: rest_ns,
+                p99_misses_ms: s.p99_misses(),
                 timeline: s.timeline(),
                 open,
                 utilization: Vec::new(),
@@ -284,6 +285,23 @@ impl State {
             p99: pct(0.99),
             p999: pct(0.999),
             max: lat.last().map_or(0.0, |&x| ms(x as f64)),
+        }
+    }
+
+    /// p99 over every request, a failure counting as a miss (infinite);
+    /// after [`State::latency`], which sorts the latencies.
+    fn p99_misses(&self) -> f64 {
+        let (ok, all) = (
+            self.latencies.len(),
+            self.latencies.len() as u64 + self.errors,
+        );
+        if all == 0 {
+            return 0.0;
+        }
+        let rank = ((0.99 * all as f64).ceil() as usize).max(1);
+        match self.latencies.get(rank - 1) {
+            Some(&ns) if rank <= ok => ms(ns as f64),
+            _ => f64::INFINITY,
         }
     }
 

@@ -18,6 +18,9 @@ pub enum Outcome {
     Connect,
     /// The answer's head came but its body failed.
     Body,
+    /// Refused at once by a load shedder in front of the balancer (a
+    /// rival's `LoadShed`: its bounded buffer was full).
+    Shed,
     /// Any other failure without an answer (the balancer refused: no
     /// endpoint available).
     Other,
@@ -27,7 +30,9 @@ impl Outcome {
     /// A request that failed with this message.
     pub fn of_error(message: &str) -> Self {
         let m = message.to_ascii_lowercase();
-        if m.contains("timeout") || m.contains("timed out") || m.contains("deadline") {
+        if m.contains("overloaded") {
+            Outcome::Shed
+        } else if m.contains("timeout") || m.contains("timed out") || m.contains("deadline") {
             Outcome::Timeout
         } else if m.contains("connect") || m.contains("refused") || m.contains("closed") {
             Outcome::Connect
@@ -44,7 +49,7 @@ impl Outcome {
     }
 
     /// The error's key in the table and the JSON (`"503"`, `"timeout"`,
-    /// `"connect"`, `"body"`, `"other"`); `None` for a success.
+    /// `"connect"`, `"body"`, `"shed"`, `"other"`); `None` for a success.
     pub fn key(self) -> Option<String> {
         match self {
             Outcome::Status(s) if s < 400 => None,
@@ -52,6 +57,7 @@ impl Outcome {
             Outcome::Timeout => Some("timeout".into()),
             Outcome::Connect => Some("connect".into()),
             Outcome::Body => Some("body".into()),
+            Outcome::Shed => Some("shed".into()),
             Outcome::Other => Some("other".into()),
         }
     }
@@ -72,6 +78,7 @@ mod tests {
             ),
             ("endpoint failed: body failed: unexpected end", "body"),
             ("no endpoints to balance over", "other"),
+            ("service overloaded", "shed"),
         ];
         for (m, k) in cases {
             assert_eq!(Outcome::of_error(m).key().as_deref(), Some(k), "{m}");

@@ -47,6 +47,11 @@ pub struct Report {
     /// One entry per row: the pickers in the scenario's order, then the
     /// peers.
     pub runs: Vec<PickerReport>,
+    /// The summary with the ratio columns (`--ratio-to`), when the run has
+    /// a row to divide by; absent otherwise (and from each seed's report
+    /// of a `--seeds` run, whose document holds the summary over them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<super::summary::Summary>,
 }
 
 /// A backend as configured.
@@ -122,6 +127,11 @@ pub struct PickerReport {
     /// `rest_ns`, always measured (shown in the table).
     #[serde(skip)]
     pub rest_ns_measured: f64,
+    /// p99 of every request, ms, a failed one counting as a miss (past
+    /// every answer: infinite when more than 1% failed); the family's
+    /// scorecard compares it ([`crate::family`]).
+    #[serde(skip)]
+    pub p99_misses_ms: f64,
     /// One entry per second of the run.
     pub timeline: Vec<Second>,
     /// Open loop: the arrivals as intended and as sent (`null` in closed
@@ -270,6 +280,7 @@ impl Report {
                 .collect(),
             notes: Vec::new(),
             runs: Vec::new(),
+            summary: None,
         }
     }
 
@@ -289,7 +300,10 @@ impl Report {
         let name = if r.peer.is_some() {
             format!("{} (peer)", r.picker)
         } else if r.rival.is_some() {
-            format!("{} (rival)", r.picker)
+            match r.picker.parse::<crate::scenario::Rival>() {
+                Ok(rival) => rival.row_name(),
+                Err(()) => format!("{} (rival)", r.picker),
+            }
         } else if r.weighted && self.backends.iter().any(|b| b.weight != 1.0) {
             format!("{} (w)", r.picker)
         } else {

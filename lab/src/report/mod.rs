@@ -11,6 +11,8 @@ pub mod document;
 pub mod fleet_stats;
 pub mod membership_stats;
 pub mod sections;
+pub mod seeds;
+pub mod summary;
 pub mod svg;
 pub mod sweep;
 pub mod table;

@@ -1,12 +1,14 @@
 //! A utilization sweep (`--utilization 0.5,0.7,0.9,0.95`): the same
-//! open-loop scenario at several shares of capacity, one report each, then
-//! the p99 of every row against the load, as a table and a chart.
+//! open-loop scenario at several shares of capacity, one report each (per
+//! seed), then the p99 of every row against the load (the seeds' mean), as
+//! a table and a chart.
 
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
 use super::document::Report;
+use super::summary::{Summary, SummaryRow, seeds_text};
 
 /// The JSON schema of a sweep.
 pub const SCHEMA: &str = "tower-lb-lab-sweep/1";
@@ -36,61 +38,73 @@ impl<'a> Sweep<'a> {
     }
 }
 
-/// The row names of a sweep, in the first report's order.
-fn rows(reports: &[Report]) -> Vec<String> {
+/// The row names of a sweep, in the first level's order.
+fn rows(levels: &[Summary]) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
-    for r in reports {
-        for x in &r.runs {
-            let n = r.row_name(x);
-            if !names.contains(&n) {
-                names.push(n);
+    for l in levels {
+        for x in &l.rows {
+            if !names.contains(&x.row) {
+                names.push(x.row.clone());
             }
         }
     }
     names
 }
 
-/// The p99 of row `name` in `r`, ms.
-fn p99(r: &Report, name: &str) -> Option<f64> {
-    r.runs
-        .iter()
-        .find(|x| r.row_name(x) == name)
-        .map(|x| x.latency_ms.p99)
+/// The row called `name` at level `l`.
+fn find<'a>(l: &'a Summary, name: &str) -> Option<&'a SummaryRow> {
+    l.rows.iter().find(|x| x.row == name)
 }
 
-/// The arrival rate of a report as a share of capacity (its label).
-fn level(r: &Report) -> String {
-    match (r.arrival_rate, r.target_utilization) {
+/// The p99 of row `name` at level `l` (its mean over the seeds), ms.
+fn p99(l: &Summary, name: &str) -> Option<f64> {
+    find(l, name).map(|x| x.p99_ms.mean)
+}
+
+/// A level's label: its share of capacity, else its arrival rate.
+fn level(l: &Summary) -> String {
+    match (l.arrival_rate, l.target_utilization) {
         (_, Some(u)) => format!("{u}"),
         (Some(rate), None) => format!("{rate:.0}/s"),
         _ => "-".into(),
     }
 }
 
-/// The text summary: p99 per row and level, and each as a ratio to the
-/// `tower_p2c` row when the sweep has one.
-pub fn summary(reports: &[Report]) -> String {
-    let names = rows(reports);
+/// The text summary: p99 per row and level (the seeds' mean), and each as
+/// a ratio to the summaries' reference row (`--ratio-to`) when they have
+/// one.
+pub fn summary(levels: &[Summary]) -> String {
+    let names = rows(levels);
     let w = names.iter().map(|n| n.chars().count()).fold(22, usize::max);
     let mut out = String::new();
+    let first = levels.first();
+    let against = first
+        .and_then(|l| l.ratio_short.as_deref())
+        .map(|n| format!(" (× {n}'s p99 in brackets)"))
+        .unwrap_or_default();
+    let seeds = match first {
+        Some(l) if l.seeds.len() > 1 => format!(", mean of seeds {}", seeds_text(&l.seeds)),
+        _ => String::new(),
+    };
     let _ = writeln!(
         out,
-        "\np99 (ms) against load: {} (× tower_p2c's p99 in brackets)",
-        reports.first().map_or("", |r| r.scenario.as_str())
+        "\np99 (ms) against load: {}{seeds}{against}",
+        first.map_or("", |l| l.scenario.as_str())
     );
     let _ = write!(out, "{:<w$}", "utilization");
-    for r in reports {
-        let _ = write!(out, " {:>16}", level(r));
+    for l in levels {
+        let _ = write!(out, " {:>16}", level(l));
     }
     let _ = writeln!(out);
     for n in &names {
         let _ = write!(out, "{n:<w$}");
-        for r in reports {
-            let tower = p99(r, "tower_p2c (rival)");
-            let cell = match (p99(r, n), tower) {
-                (Some(p), Some(t)) if t > 0.0 => format!("{p:.1} ({:.2})", p / t),
-                (Some(p), _) => format!("{p:.1}"),
-                (None, _) => "-".into(),
+        for l in levels {
+            let cell = match find(l, n) {
+                Some(x) => match x.p99_ratio {
+                    Some(r) => format!("{:.1} ({:.2})", x.p99_ms.mean, r.mean),
+                    None => format!("{:.1}", x.p99_ms.mean),
+                },
+                None => "-".into(),
             };
             let _ = write!(out, " {cell:>16}");
         }
@@ -105,30 +119,30 @@ const PALETTE: &[&str] = &[
 ];
 
 /// The chart: one line per row, p99 (log scale) against utilization.
-pub fn chart(reports: &[Report]) -> String {
-    let xs: Vec<f64> = reports
+pub fn chart(levels: &[Summary]) -> String {
+    let xs: Vec<f64> = levels
         .iter()
-        .map(|r| r.target_utilization.or(r.arrival_rate).unwrap_or(0.0))
+        .map(|l| l.target_utilization.or(l.arrival_rate).unwrap_or(0.0))
         .collect();
-    let ticks: Vec<(f64, String)> = reports
+    let ticks: Vec<(f64, String)> = levels
         .iter()
         .zip(&xs)
-        .map(|(r, &x)| (x, level(r)))
+        .map(|(l, &x)| (x, level(l)))
         .collect();
-    let series: Vec<(String, Vec<(f64, f64)>)> = rows(reports)
+    let series: Vec<(String, Vec<(f64, f64)>)> = rows(levels)
         .into_iter()
         .map(|n| {
-            let pts = reports
+            let pts = levels
                 .iter()
                 .zip(&xs)
-                .filter_map(|(r, &x)| p99(r, &n).map(|p| (x, p)))
+                .filter_map(|(l, &x)| p99(l, &n).map(|p| (x, p)))
                 .collect();
             (n, pts)
         })
         .collect();
     let title = format!(
         "p99 latency against load: {}",
-        reports.first().map_or("", |r| r.scenario.as_str())
+        levels.first().map_or("", |l| l.scenario.as_str())
     );
     lines(
         &title,

@@ -103,6 +103,10 @@ impl Report {
                 proxies.push(v);
             }
         }
+        for r in self.runs.iter().filter(|r| r.rival.is_some()) {
+            let what = r.rival.as_deref().unwrap_or_default();
+            let _ = writeln!(out, "{}: {what}", self.row_name(r));
+        }
         if !proxies.is_empty() {
             let _ = writeln!(
                 out,

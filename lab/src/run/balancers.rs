@@ -127,6 +127,10 @@ where
             .classify(Classifier::new().track(ctx.track.track()))
             .routing(sc.routing(ctx.variant, c))
             .per_thread_load(ctx.per_thread);
+        let b = match &ctx.tuning {
+            Some(t) => t.builder(b),
+            None => b,
+        };
         let b = resilience(ctx, b, c, outlier.as_ref())?;
         let mut b = metrics(ctx, b, label, c, retries.as_deref(), &names);
         let given = sc.given(ctx.variant, ctx.seed, c);
@@ -312,10 +316,11 @@ fn retry_layer(spec: &RetrySpec) -> Result<RetryLayer, tower_lb::ConfigError> {
     b.build()
 }
 
-/// The table's name of a picker's row: picker, tracking mode, limits,
-/// slow start.
+/// The table's name of a picker's row: picker, its settings, tracking
+/// mode, limits, slow start.
 pub fn label(ctx: &Ctx<'_>, picker: &str) -> String {
-    let mut l = ctx.track.label(picker);
+    let tuned = ctx.tuning.as_ref().map(|t| t.label()).unwrap_or_default();
+    let mut l = ctx.track.label(&format!("{picker}{tuned}"));
     if ctx.limited {
         l.push_str("+limits");
     }

@@ -19,7 +19,7 @@ use super::traffic::users::{self, Plan, user};
 use crate::record::Recorder;
 use crate::report::{PickerReport, round};
 use crate::scenario::random::sub_seed;
-use crate::scenario::{OpenLoop, Scenario, Tracking, Variant, schedules};
+use crate::scenario::{OpenLoop, Scenario, Tracking, Tuning, Variant, schedules};
 
 /// What one row runs with.
 pub struct Ctx<'a> {
@@ -50,6 +50,8 @@ pub struct Ctx<'a> {
     pub per_thread: bool,
     /// The open loop, resolved (`None`: the scenario's users).
     pub open: Option<OpenLoop>,
+    /// The picker's settings (`[picker.NAME]`), if any.
+    pub tuning: Option<Tuning>,
 }
 
 impl Ctx<'_> {

@@ -23,6 +23,7 @@ mod resource;
 mod rows;
 mod slowdown;
 mod streams;
+pub mod tuning;
 mod units;
 
 pub use backend::{BackendSpec, EventSpec};
@@ -38,8 +39,10 @@ pub use load::{
 pub use picker::{PickerName, Rival, known_pickers};
 pub use resilience::{Resilience, RetrySpec, SlowStartSpec};
 pub use resource::{DEFAULT_STATUS, MAX_SLOTS, ResourceSpec};
+pub use rows::RowSpec;
 pub use slowdown::{Slowdown, SlowdownSpec, schedules};
 pub use streams::{Streams, Tracking};
+pub use tuning::{SetFlag, Tuning};
 pub use units::{DelaySpec, Dur, parse_duration};
 
 /// The scenarios shipped with the lab, by name (the files are compiled in, so
@@ -144,6 +147,10 @@ pub struct Scenario {
     /// `[capacity]`: how `--find-capacity` searches.
     #[serde(default)]
     pub capacity: Option<CapacitySpec>,
+    /// `[picker.NAME]`: a picker's settings; several (from `--set
+    /// NAME.FIELD=A,B`) make one row each.
+    #[serde(default, rename = "picker", deserialize_with = "tuning::one_each")]
+    pub tuning: std::collections::BTreeMap<String, Vec<Tuning>>,
 }
 
 impl Scenario {
@@ -185,6 +192,44 @@ impl Scenario {
         }
         s.load.stages.sort_by_key(|st| st.at);
         Ok(s)
+    }
+
+    /// The command line's changes: `--clients` (client balancers), `--set`
+    /// (picker settings, one row per value) and `--vary` (rows beside the
+    /// picker's own, one per value), checked as the file's own fields are.
+    pub fn adjust(&mut self, clients: Option<u32>, set: &[SetFlag]) -> Result<(), LabError> {
+        if let Some(n) = clients {
+            self.load.clients = n;
+        }
+        // Every --set first; each --vary then varies the settings they
+        // made (not another --vary's).
+        let (beside, own): (Vec<&SetFlag>, Vec<&SetFlag>) = set.iter().partition(|f| f.beside);
+        let bad = |f: &SetFlag, e: String| {
+            let flag = if f.beside { "--vary" } else { "--set" };
+            LabError::input(format!("{flag}: {}.{e}", f.picker))
+        };
+        for f in own {
+            let list = self.tuning.entry(f.picker.clone()).or_default();
+            *list = tuning::vary(list, &f.field, &f.values).map_err(|e| bad(f, e))?;
+        }
+        let bases = self.tuning.clone();
+        for f in beside {
+            let base = bases.get(&f.picker).cloned().unwrap_or_default();
+            let extra = tuning::vary(&base, &f.field, &f.values).map_err(|e| bad(f, e))?;
+            let list = self.tuning.entry(f.picker.clone()).or_default();
+            if list.is_empty() {
+                list.push(Tuning::default());
+            }
+            list.extend(extra);
+        }
+        self.validate().map_err(|(field, problem)| {
+            let flag = if field.starts_with("picker.") {
+                "--set/--vary"
+            } else {
+                "--clients"
+            };
+            LabError::input(format!("{flag}: `{field}`: {problem}"))
+        })
     }
 
     fn validate(&self) -> Result<(), (String, String)> {
@@ -248,6 +293,7 @@ impl Scenario {
         if let Some(c) = &self.capacity {
             c.resolve(self.own_load(), !self.load.is_open())?;
         }
+        self.validate_tuning()?;
         if let Some(p) = self.resilience.panic_threshold
             && !(0.0..=100.0).contains(&p)
         {
@@ -255,6 +301,18 @@ impl Scenario {
                 "resilience.panic_threshold",
                 format!("{p} is not a percentage in 0..=100 (0 turns panic routing off)"),
             );
+        }
+        Ok(())
+    }
+
+    /// Checks every `[picker.NAME]`: a known picker, fields it reads,
+    /// values the library takes.
+    pub fn validate_tuning(&self) -> Result<(), (String, String)> {
+        for (name, list) in &self.tuning {
+            let p: PickerName = name.parse().map_err(|e| (format!("picker.{name}"), e))?;
+            for t in list {
+                t.validate(p)?;
+            }
         }
         Ok(())
     }

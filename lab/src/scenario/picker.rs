@@ -73,19 +73,44 @@ impl<'de> Deserialize<'de> for PickerName {
 pub enum Rival {
     /// `tower::balance::p2c::Balance` over `tower::load::PeakEwma`.
     TowerP2c,
-    /// `loadpace-tower` under tower's P2C balancer.
+    /// The same over `tower::load::PendingRequests`.
+    TowerPending,
+    /// tonic's balanced channel: tower's P2C over a constant load of 0.
+    Tonic,
+    /// loadpace's controller per endpoint under tower's P2C, its defaults.
     Loadpace,
+    /// The same, tuned for the scenario as loadpace's tuning guide says.
+    LoadpaceTuned,
 }
 
 impl Rival {
     /// Every rival, in table order.
-    pub const ALL: [Rival; 2] = [Rival::TowerP2c, Rival::Loadpace];
+    pub const ALL: [Rival; 5] = [
+        Rival::TowerP2c,
+        Rival::TowerPending,
+        Rival::Tonic,
+        Rival::Loadpace,
+        Rival::LoadpaceTuned,
+    ];
 
     /// The name in scenarios and on the command line.
     pub fn as_str(self) -> &'static str {
         match self {
             Rival::TowerP2c => "tower_p2c",
+            Rival::TowerPending => "tower_p2c_pending",
+            Rival::Tonic => "tonic_balance",
             Rival::Loadpace => "loadpace",
+            Rival::LoadpaceTuned => "loadpace_tuned",
+        }
+    }
+
+    /// The row's name in the table: `tower_p2c (rival)`, and loadpace's
+    /// two rows `loadpace (defaults, rival)` and `loadpace (tuned, rival)`.
+    pub fn row_name(self) -> String {
+        match self {
+            Rival::Loadpace => "loadpace (defaults, rival)".into(),
+            Rival::LoadpaceTuned => "loadpace (tuned, rival)".into(),
+            r => format!("{} (rival)", r.as_str()),
         }
     }
 }

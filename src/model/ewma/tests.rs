@@ -312,3 +312,23 @@ fn a_stale_estimate_is_replaced_by_the_next_sample() {
         );
     }
 }
+
+#[test]
+fn the_answer_to_a_probe_forgives_the_failures_before_it() {
+    let e = Ewma::new(30e6, 0);
+    e.observe(1e6, false, 0, DEFAULTS, 1e6);
+    // A failure every 100 ms for 2 s.
+    for t in 1..=20 {
+        e.observe(1e9, true, t * 100_000_000, DEFAULTS, 1e6);
+    }
+    let before = e.read(5_000_000_000, DEFAULTS).failure;
+    assert!(before > 0.1, "{before}");
+    // The probe (due 3 s after the last failure) answers.
+    e.observe(1e6, false, 5_000_000_000, DEFAULTS, 1e6);
+    assert_eq!(e.read(5_000_000_000, DEFAULTS).failure, 0.0);
+    // A success that is no probe (microseconds after a failure) blends.
+    let f = Ewma::new(30e6, 0);
+    f.observe(1e9, true, 1_000_000_000, DEFAULTS, 1e6);
+    f.observe(1e6, false, 1_000_001_000, DEFAULTS, 1e6);
+    assert!(f.read(1_000_001_000, DEFAULTS).failure > 0.3);
+}

@@ -65,17 +65,16 @@ async fn an_idle_reporter_keeps_its_floor_until_the_report_expires() {
     assert!(p.cost(&cx, 0) < 1e6, "expired: {}", p.cost(&cx, 0));
 }
 
-/// Endpoint 0 sampled at `stale_ms` latency once at time 0; the others
-/// at `peer_ms` just before `at_ms`: the share of 300 picks endpoint 0
-/// gets at `at_ms`.
-async fn share_of_the_stale_one(n: usize, stale_ms: f64, peer_ms: f64, at_ms: u64) -> usize {
+/// Endpoint 0 answered `history` (ms) at time 0; the others `peer_ms`
+/// just before `at_ms`: the share of 300 picks endpoint 0 gets at `at_ms`.
+async fn share_of_the_stale_one(n: usize, history: &[f64], peer_ms: f64, at_ms: u64) -> usize {
     use crate::outcome::Outcome;
     let f = Fixture::new(&vec![1.0; n]);
     let ns = |t: tokio::time::Instant| f.model.nanos(t);
     let start = tokio::time::Instant::now();
-    // A floor of its own first: a hiccup on a replica as fast as its peers.
-    f.states[0].record(&Outcome::Success, (peer_ms * 1e6) as u64, ns(start), 1, 0);
-    f.states[0].record(&Outcome::Success, (stale_ms * 1e6) as u64, ns(start), 1, 0);
+    for ms in history {
+        f.states[0].record(&Outcome::Success, (ms * 1e6) as u64, ns(start), 1, 0);
+    }
     tokio::time::advance(Duration::from_millis(at_ms)).await;
     let now = ns(tokio::time::Instant::now());
     for s in &f.states[1..] {
@@ -88,23 +87,41 @@ async fn share_of_the_stale_one(n: usize, stale_ms: f64, peer_ms: f64, at_ms: u6
 async fn a_stale_idle_endpoint_is_tried_again_within_a_thousand_peer_latencies() {
     // (pool, its estimate ms, the peers' ms, ms later, tried again)
     let cases = [
-        // A 5 ms hiccup among 100 µs peers: stale after 100 ms.
-        (3, 5.0, 0.1, 50, false),
-        (3, 5.0, 0.1, 100, true),
-        (10, 5.0, 0.1, 100, true),
+        // A 5 ms hiccup among 100 µs peers (on a replica whose floor is
+        // theirs): stale after 100 ms.
+        (3, &[0.1, 5.0][..], 0.1, 50, false),
+        (3, &[0.1, 5.0], 0.1, 100, true),
+        (10, &[0.1, 5.0], 0.1, 100, true),
         // Ten times slower than a 10 ms pool: after 10 s.
-        (3, 100.0, 10.0, 9_000, false),
-        (3, 100.0, 10.0, 10_000, true),
+        (3, &[10.0, 100.0], 10.0, 9_000, false),
+        (3, &[10.0, 100.0], 10.0, 10_000, true),
         // A floor of 0 (within the clock's tick): 10 ms at least.
-        (3, 1.0, 0.0, 9, false),
-        (3, 1.0, 0.0, 10, true),
+        (3, &[0.0, 1.0], 0.0, 9, false),
+        (3, &[0.0, 1.0], 0.0, 10, true),
+        // Slow from its first answers (a connection's set-up, say): too
+        // few to tell, so tried again.
+        (3, &[100.0; 3], 10.0, 10_000, true),
+        // Eight answers, every one ten times slower: slow, not stale;
+        // explored again only as the idle fade (10 s) brings its estimate
+        // under the pool's, after ln 10 × 10 s.
+        (3, &[100.0; 8], 10.0, 10_000, false),
+        (3, &[100.0; 8], 10.0, 20_000, false),
+        (3, &[100.0; 8], 10.0, 25_000, true),
+        // Eight answers, its fastest within twice the pool's: tried.
+        (
+            3,
+            &[20.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0],
+            10.0,
+            10_000,
+            true,
+        ),
     ];
-    for (n, stale_ms, peer_ms, at_ms, tried) in cases {
-        let got = share_of_the_stale_one(n, stale_ms, peer_ms, at_ms).await;
+    for (n, history, peer_ms, at_ms, tried) in cases {
+        let got = share_of_the_stale_one(n, history, peer_ms, at_ms).await;
         assert_eq!(
             got > 0,
             tried,
-            "{n} endpoints, {stale_ms} vs {peer_ms} ms after {at_ms} ms: {got} of 300"
+            "{n} endpoints, {history:?} vs {peer_ms} ms after {at_ms} ms: {got} of 300"
         );
     }
 }

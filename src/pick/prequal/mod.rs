@@ -17,8 +17,8 @@ mod stats;
 mod tests;
 
 pub use pool::{
-    Answer, Candidate, HISTORY, MAX_FAILURE, MAX_POOL, MIN_CANDIDATES, ProbePool, hot_cold,
-    quantile,
+    Answer, COLD_SLOWDOWN, Candidate, HISTORY, MAX_FAILURE, MAX_POOL, MIN_CANDIDATES, OWN_VETO,
+    ProbePool, hot_cold, quantile,
 };
 pub use stats::{ProbeCounts, ProbeStats};
 
@@ -337,9 +337,18 @@ impl<Req, P: Pick<Req>> Pick<Req> for Prequal<P> {
                 *table.positions.get(&a.id)?
             };
             // Every thread's calls, as the driver counted them.
-            let own = u32::try_from(cx.endpoint(i).in_flight()).unwrap_or(u32::MAX);
+            let state = cx.endpoint(i);
+            let own = u32::try_from(state.in_flight()).unwrap_or(u32::MAX);
+            let e = cx.estimate(i);
+            // Nothing known before its first answer here (the estimate is
+            // the default RTT, a prior): no veto.
+            let own_ns = if state.floor_latency().is_some() {
+                (e.mean_ns + e.spread_ns) * (f64::from(own) / state.parallelism() + 1.0)
+            } else {
+                f64::INFINITY
+            };
             cx.is_available(i)
-                .then(|| (i, cx.estimate(i).failure_rate, own))
+                .then_some((i, e.failure_rate, own, own_ns))
         });
         let stats = &self.pool.stats;
         match chosen {

@@ -11,6 +11,44 @@ fn cand(index: usize, rif: f64, latency_ms: f64, failure: f64) -> Candidate {
         rif,
         latency_ns: latency_ms * 1e6,
         failure,
+        own_ns: f64::INFINITY,
+    }
+}
+
+#[test]
+fn what_this_balancer_saw_vetoes_a_candidate() {
+    // (candidates as (rif, latency ms, own model's ms), chosen): the hot-
+    // cold rule among those the own model expects within twice the best.
+    type Case = (&'static [(f64, f64, f64)], Option<usize>);
+    let cases: [Case; 4] = [
+        // The probe says 1 is fastest and cold; this balancer saw it slow.
+        (
+            &[(3.0, 10.0, 10.0), (1.0, 5.0, 50.0), (2.0, 8.0, 12.0)],
+            Some(2),
+        ),
+        // Within twice the best: no veto, the rule as before.
+        (
+            &[(3.0, 10.0, 10.0), (1.0, 5.0, 19.0), (2.0, 8.0, 12.0)],
+            Some(1),
+        ),
+        // Nothing known (+∞) vetoes nothing.
+        (
+            &[(3.0, 10.0, f64::INFINITY), (1.0, 5.0, f64::INFINITY)],
+            Some(1),
+        ),
+        // Known beside unknown: the unknown is not vetoed either.
+        (&[(3.0, 10.0, 10.0), (1.0, 5.0, f64::INFINITY)], Some(1)),
+    ];
+    for (cs, want) in cases {
+        let cs: Vec<Candidate> = cs
+            .iter()
+            .enumerate()
+            .map(|(i, &(r, l, own))| Candidate {
+                own_ns: own * 1e6,
+                ..cand(i, r, l, 0.0)
+            })
+            .collect();
+        assert_eq!(hot_cold(&cs, 2.0), want, "{cs:?}");
     }
 }
 
@@ -135,8 +173,8 @@ fn answers_replace_their_endpoints_and_the_oldest_when_full() {
 }
 
 /// Everything usable, no failures, nothing of ours in flight.
-fn any(a: &Answer) -> Option<(usize, f64, u32)> {
-    Some((a.id as usize, 0.0, 0))
+fn any(a: &Answer) -> Option<(usize, f64, u32, f64)> {
+    Some((a.id as usize, 0.0, 0, f64::INFINITY))
 }
 
 #[test]
@@ -190,7 +228,7 @@ fn our_own_requests_that_finished_leave_an_answers_rif() {
     });
     p.insert(answer(2, 1.0, 3.0, 0));
     // Both have finished since: endpoint 1 is idle, and the fastest.
-    let now_ours = |a: &Answer| Some((a.id as usize, 0.0, 0));
+    let now_ours = |a: &Answer| Some((a.id as usize, 0.0, 0, f64::INFINITY));
     assert_eq!(p.choose(0, now_ours), Some(1));
     // Had they not, it would be hot (threshold 1: RIFs 2 and 1).
     let p = pool(Prequal::new());
@@ -199,7 +237,14 @@ fn our_own_requests_that_finished_leave_an_answers_rif() {
         ..answer(1, 2.0, 1.0, 0)
     });
     p.insert(answer(2, 1.0, 3.0, 0));
-    let still = |a: &Answer| Some((a.id as usize, 0.0, if a.id == 1 { 2 } else { 0 }));
+    let still = |a: &Answer| {
+        Some((
+            a.id as usize,
+            0.0,
+            if a.id == 1 { 2 } else { 0 },
+            f64::INFINITY,
+        ))
+    };
     assert_eq!(p.choose(0, still), Some(2));
 }
 

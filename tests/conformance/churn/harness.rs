@@ -1,9 +1,11 @@
 //! The churn harness: endpoints whose calls wait for the sequence, the
 //! balancer, and the books kept on every pick.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use proptest::prelude::*;
@@ -11,14 +13,17 @@ use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tower::util::BoxCloneSyncService;
-use tower::{Service, ServiceExt, service_fn};
-use tower_lb::breaker::{CircuitBreakerConfig, State};
+use tower::{Layer, Service, ServiceExt, service_fn};
+use tower_lb::breaker::State;
 use tower_lb::endpoint::EndpointState;
+use tower_lb::health::HealthChange;
 use tower_lb::outlier::OutlierDetection;
 use tower_lb::pick::{AnyPicker, key_fn};
+use tower_lb::retry::{self, CloneRequest, RetryLayer};
 use tower_lb::{Balance, Handle};
 
 use super::{Op, Req, Rule, Svc, rule};
+use crate::stack;
 
 /// One endpoint's service instance: what it received.
 struct Backend {
@@ -27,19 +32,72 @@ struct Backend {
     calls: AtomicU64,
 }
 
+/// The balancer's current members, read by the endpoints.
+type Members = Box<dyn Fn() -> Vec<Arc<EndpointState>> + Send + Sync>;
+
 /// Everything the endpoints share with the test.
 #[derive(Default)]
 struct World {
     /// Calls waiting for the sequence to complete them.
     waiting: Mutex<VecDeque<oneshot::Sender<()>>>,
-    /// Which instance received each call id.
+    /// Which instance each call id reached first (its first attempt).
     received: Mutex<HashMap<u64, u64>>,
     /// Answer by themselves, in 1 ms (after churn stops).
     auto: AtomicBool,
+    /// Each instance's endpoint state.
+    states: Mutex<HashMap<u64, Arc<EndpointState>>>,
+    /// The balancer's members now.
+    members: OnceLock<Members>,
+    /// Whether the balancer routes in panic (from its health events).
+    in_panic: AtomicBool,
+    /// Calls an endpoint should not have taken, and why.
+    violations: Mutex<Vec<String>>,
+}
+
+impl World {
+    /// Checks, as an attempt reaches `instance`, that it could take it. An
+    /// attempt reaches its endpoint's service in the same poll that picked
+    /// it (the harness polls each call once as it is made; the retry layer
+    /// polls each new attempt at once), so what is read here is what the
+    /// pick saw.
+    fn check(&self, instance: u64) {
+        let Some(state) = self
+            .states
+            .lock()
+            .expect("not poisoned")
+            .get(&instance)
+            .cloned()
+        else {
+            return;
+        };
+        let members = self.members.get().map(|m| m()).unwrap_or_default();
+        let mut why = Vec::new();
+        if !members.iter().any(|s| Arc::ptr_eq(s, &state)) {
+            why.push("removed");
+        }
+        if state.is_draining() && !members.iter().all(|s| s.is_draining()) {
+            why.push("draining while another serves");
+        }
+        match state.breaker().map(|b| b.state()) {
+            Some(State::ForcedOpen) => why.push("forced open"),
+            Some(State::Open) => why.push("breaker open"),
+            _ => {}
+        }
+        if state.is_ejected(Instant::now()) && !self.in_panic.load(Ordering::SeqCst) {
+            why.push("ejected, outside panic");
+        }
+        if !why.is_empty() {
+            self.violations
+                .lock()
+                .expect("not poisoned")
+                .push(format!("instance {instance}: {}", why.join(", ")));
+        }
+    }
 }
 
 fn backend_service(b: Arc<Backend>, world: Arc<World>) -> Svc {
     BoxCloneSyncService::new(service_fn(move |req: Req| {
+        world.check(b.instance);
         let (b, world) = (b.clone(), world.clone());
         async move {
             b.calls.fetch_add(1, Ordering::SeqCst);
@@ -47,7 +105,8 @@ fn backend_service(b: Arc<Backend>, world: Arc<World>) -> Svc {
                 .received
                 .lock()
                 .expect("not poisoned")
-                .insert(req.id, b.instance);
+                .entry(req.id)
+                .or_insert(b.instance);
             if b.fail.load(Ordering::SeqCst) {
                 return Err(std::io::Error::other("down"));
             }
@@ -66,6 +125,9 @@ fn backend_service(b: Arc<Backend>, world: Arc<World>) -> Svc {
 }
 type Picker = AnyPicker<tower_lb::pick::KeyFn<fn(&Req) -> Option<u64>>>;
 type Lb = Balance<u8, Svc, Picker>;
+/// The README's retry layer over the balancer.
+type Stack = <RetryLayer<CloneRequest> as Layer<Lb>>::Service;
+type Outcome = Result<u64, retry::Error<tower_lb::Error<std::io::Error>>>;
 
 fn request_key(r: &Req) -> Option<u64> {
     Some(r.key)
@@ -74,16 +136,19 @@ fn request_key(r: &Req) -> Option<u64> {
 /// The harness: the balancer, its endpoints and what was checked.
 pub(super) struct Churn {
     name: &'static str,
-    lb: Lb,
+    svc: Stack,
     handle: Handle<u8, Svc, Picker, tower_lb::classify::ErrIsFailure>,
     world: Arc<World>,
     /// Current members' backends by key.
     members: HashMap<u8, Arc<Backend>>,
     /// Every instance ever made: its backend and endpoint state.
     instances: HashMap<u64, (Arc<Backend>, Arc<EndpointState>)>,
-    /// The instance each call was picked for.
+    /// The instance each call's first attempt was picked for.
     picked: HashMap<u64, u64>,
-    calls: JoinSet<Result<u64, tower_lb::Error<std::io::Error>>>,
+    /// Calls whose first attempt no endpoint took (the balancer refused
+    /// it; a retry may reach one later).
+    refused_first: HashSet<u64>,
+    calls: JoinSet<Outcome>,
     /// Current members' weights by key.
     weights: HashMap<u8, u8>,
     next_id: u64,
@@ -114,23 +179,33 @@ impl Churn {
             .max_ejection_time(Duration::from_secs(10))
             .build()
             .expect("a valid config");
-        let lb: Lb = Balance::builder()
+        let world = Arc::new(World::default());
+        let events = world.clone();
+        let lb: Lb = stack::balance()
             .picker(picker)
-            .circuit_breaker(CircuitBreakerConfig::default())
             .outlier_detection(outlier)
-            .panic_threshold(0.0)
+            .on_health_change(move |e| match e.change {
+                HealthChange::PanicEntered { .. } => events.in_panic.store(true, Ordering::SeqCst),
+                HealthChange::PanicLeft { .. } => events.in_panic.store(false, Ordering::SeqCst),
+                _ => {}
+            })
             .seed(5)
             .build()
             .expect("a valid balancer");
         let handle = lb.handle();
+        let members = lb.handle();
+        let _ = world.members.set(Box::new(move || {
+            members.endpoints().into_iter().map(|(_, s)| s).collect()
+        }));
         Self {
             name,
-            lb,
+            svc: stack::retry_clone().layer(lb),
             handle,
-            world: Arc::new(World::default()),
+            world,
             members: HashMap::new(),
             instances: HashMap::new(),
             picked: HashMap::new(),
+            refused_first: HashSet::new(),
             calls: JoinSet::new(),
             weights: HashMap::new(),
             next_id: 0,
@@ -161,6 +236,11 @@ impl Churn {
             .find(|(k, _)| *k == key)
             .map(|(_, s)| s)
             .expect("the inserted endpoint");
+        self.world
+            .states
+            .lock()
+            .expect("not poisoned")
+            .insert(b.instance, state.clone());
         self.instances.insert(b.instance, (b.clone(), state));
         self.members.insert(key, b);
     }
@@ -226,8 +306,11 @@ impl Churn {
 }
 
 impl Churn {
-    /// One call, checked at its pick: which endpoint it went to, and that
-    /// this endpoint could take it.
+    /// One call: its first attempt's pick (which endpoint its picks moved
+    /// on), and its first poll at once, so that the attempt reaches the
+    /// endpoint's service, which checks it could take it, before anything
+    /// else runs; then the call runs on (its retries are checked the same
+    /// way).
     async fn pick(&mut self) -> Result<(), TestCaseError> {
         let id = self.next_id;
         self.next_id += 1;
@@ -237,13 +320,13 @@ impl Churn {
             .iter()
             .map(|(&i, (_, s))| (i, s.picks()))
             .collect();
-        let members = self.handle.endpoints();
-        let Ok(ready) = self.lb.ready().await else {
+        let Ok(ready) = self.svc.ready().await else {
             return Ok(());
         };
-        // The pick happens here, in `call`, with the request in hand.
-        let call = ready.call(req);
-        let now = Instant::now();
+        // The first attempt's pick happens here, in `call`.
+        let mut call = Box::pin(ready.call(req));
+        let mut cx = Context::from_waker(Waker::noop());
+        let first = call.as_mut().poll(&mut cx);
         let moved: Vec<u64> = before
             .iter()
             .filter(|(i, p)| self.instances[i].1.picks() != *p)
@@ -252,29 +335,22 @@ impl Churn {
         let name = self.name;
         prop_assert!(
             moved.len() <= 1,
-            "{name}: one call, picks moved on {moved:?}"
+            "{name}: one call's first attempt, picks moved on {moved:?}"
         );
         if let Some(&instance) = moved.first() {
-            let state = &self.instances[&instance].1;
-            prop_assert!(
-                members.iter().any(|(_, s)| Arc::ptr_eq(s, state)),
-                "{name}: picked a removed endpoint"
-            );
-            let all_draining = members.iter().all(|(_, s)| s.is_draining());
-            prop_assert!(
-                !state.is_draining() || all_draining,
-                "{name}: picked a draining endpoint while another serves"
-            );
-            let breaker = state.breaker().map(|b| b.state());
-            prop_assert!(
-                breaker != Some(State::ForcedOpen),
-                "{name}: picked a forced-open endpoint"
-            );
-            prop_assert!(!state.is_ejected(now), "{name}: picked an ejected endpoint");
             self.picked.insert(id, instance);
+        } else {
+            self.refused_first.insert(id);
         }
-        self.calls.spawn(call);
-        // Let the call reach its service.
+        match first {
+            Poll::Ready(out) => {
+                self.calls.spawn(std::future::ready(out));
+            }
+            Poll::Pending => {
+                self.calls.spawn(call);
+            }
+        }
+        // Let the call run on (the task polls it again with its waker).
         tokio::task::yield_now().await;
         Ok(())
     }
@@ -310,13 +386,31 @@ impl Churn {
                 None => break,
             }
         }
-        let received = self.world.received.lock().expect("not poisoned").clone();
-        prop_assert_eq!(
-            &received,
-            &self.picked,
-            "{}: calls reached other endpoints than picked",
-            name
+        let violations = self.world.violations.lock().expect("not poisoned").clone();
+        prop_assert!(
+            violations.is_empty(),
+            "{}: attempts reached endpoints that could not take them: {:?}",
+            name,
+            violations
         );
+        // Each call's first attempt reached the endpoint picked for it; a
+        // call whose first attempt was refused reached one only by a retry.
+        let received = self.world.received.lock().expect("not poisoned").clone();
+        for (id, instance) in &self.picked {
+            prop_assert_eq!(
+                received.get(id),
+                Some(instance),
+                "{}: call {} reached another endpoint than picked",
+                name,
+                id
+            );
+        }
+        for id in received.keys() {
+            prop_assert!(
+                self.picked.contains_key(id) || self.refused_first.contains(id),
+                "{name}: call {id} reached an endpoint nobody picked for it"
+            );
+        }
         for (b, s) in self.instances.values() {
             prop_assert_eq!(
                 s.picks(),
@@ -338,7 +432,7 @@ impl Churn {
             let id = self.next_id;
             self.next_id += 1;
             let req = Req::new(id);
-            let Ok(ready) = self.lb.ready().await else {
+            let Ok(ready) = self.svc.ready().await else {
                 continue;
             };
             if let Ok(instance) = ready.call(req).await

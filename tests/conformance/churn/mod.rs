@@ -3,19 +3,25 @@
 //! health flips interleaved with picks and completions. For every picker
 //! of `pick::NAMES`, whatever the sequence:
 //!
-//! * no pick of an endpoint that was removed, is draining (while another
-//!   is not), has its breaker forced open, or is ejected (no panic routing
-//!   here: the threshold is 0);
-//! * every call reaches the endpoint that was picked for it (tower#856 is
-//!   the class of bug: a request sent to another service than the one
-//!   chosen), and each endpoint's pick count equals the calls its service
-//!   received;
+//! * no attempt (a call's first, or a retry) reaches an endpoint that was
+//!   removed, is draining (while another is not), or whose breaker is
+//!   open or forced open; nor one that is ejected, outside panic routing
+//!   (under 50% healthy, the default threshold, `RouteAll` routes over
+//!   ejected endpoints, as Envoy's and Finagle's panic modes do; breakers
+//!   still refuse);
+//! * every call's first attempt reaches the endpoint that was picked for
+//!   it (tower#856 is the class of bug: a request sent to another service
+//!   than the one chosen), and each endpoint's pick count equals the calls
+//!   its service received;
 //! * nothing panics, and every in-flight slot is given back;
 //! * once churn stops, shares come back to the picker's rule for the
-//!   final endpoints and weights (see [`Rule`]).
+//!   final endpoints and weights, within its tolerance (see [`Rule`]).
 //!
-//! Paused clock, in-process endpoints whose calls wait until the sequence
-//! completes them.
+//! The stack is the README's (`stack.rs`: the retry layer, breakers with
+//! `minimum_calls(20)`, `RouteAll` at 50%), with outlier detection added
+//! (every rule, evaluated every second, ejections of 2 to 10 s, so that
+//! ejections come and go within a sequence). Paused clock, in-process
+//! endpoints whose calls wait until the sequence completes them.
 
 mod harness;
 

@@ -6,6 +6,7 @@
 
 pub mod body;
 pub mod model;
+pub mod precise;
 pub mod slots;
 pub mod timer;
 

@@ -267,9 +267,9 @@ impl Backend {
         // The factor in force when service starts holds for all of it.
         let factor = self.slowdown(Instant::now());
         let d = self.draw(|rng| c.delay.sample(rng)).mul_f64(factor);
-        let (wake, end) = self.timer.deadline(d, |p| self.draw(|rng| rng.unit() < p));
-        tokio::time::sleep_until(wake).await;
-        self.timer.woke(end);
+        self.timer
+            .wait(d, |p| self.draw(|rng| rng.unit() < p))
+            .await;
         if fail {
             return (Answer::Status(c.status), None);
         }

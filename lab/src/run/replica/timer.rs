@@ -15,6 +15,9 @@
 //! * Over real time, the lateness of each wake-up is measured and the next
 //!   deadlines are set that much earlier: an integral controller that holds
 //!   the mean lateness at zero, under whatever load the process carries.
+//! * Over real time, services shorter than a few milliseconds (LAN
+//!   replicas) wait on a thread of their own instead, whose wake-ups are
+//!   precise to tens of microseconds ([`super::precise`]).
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
@@ -65,6 +68,20 @@ impl Timer {
                 .max(now),
             end,
         )
+    }
+
+    /// Waits out a service of `d` that starts now: in `--sim` and for
+    /// services of [`super::precise::PRECISE_BELOW`] or more on tokio's
+    /// timers ([`Timer::deadline`]), shorter ones over real time on the
+    /// precise thread ([`super::precise`]).
+    pub async fn wait(&self, d: Duration, coin: impl FnOnce(f64) -> bool) {
+        if !self.sim && d < super::precise::PRECISE_BELOW {
+            super::precise::sleep(d).await;
+            return;
+        }
+        let (wake, end) = self.deadline(d, coin);
+        tokio::time::sleep_until(wake).await;
+        self.woke(end);
     }
 
     /// Real time: a service meant to end at `end` has woken now.
