@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::task::{Id, JoinSet};
 use tokio::time::Instant;
 
-use super::{HealthCheck, Probe};
+use super::{Check, HealthCheck};
 use crate::balance::{Balance, Shared};
 use crate::error::{ConfigError, current_runtime};
 use crate::pick::Picker;
@@ -58,7 +58,7 @@ where
     S: Clone + Send + Sync + 'static,
     P: Picker,
     C: Send + Sync + 'static,
-    Pr: Probe<K, S>,
+    Pr: Check<K, S>,
 {
     let runtime = current_runtime("health_check", "started from within a tokio runtime")?;
     if !lb.shared.health.attach_checks() {
@@ -107,7 +107,7 @@ where
     S: Clone + Send + Sync + 'static,
     P: Picker,
     C: Send + Sync + 'static,
-    Pr: Probe<K, S>,
+    Pr: Check<K, S>,
 {
     async fn run(mut self) {
         let mut probes = JoinSet::new();
@@ -155,7 +155,7 @@ where
             }
             if now >= track.next_at {
                 track.running = true;
-                let fut = self.probe.probe(&m.entry.key, m.entry.service.clone());
+                let fut = self.probe.run(&m.entry.key, m.entry.service.clone());
                 let timeout = self.config.timeout;
                 let handle = probes.spawn(async move {
                     match tokio::time::timeout(timeout, fut).await {
