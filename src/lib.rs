@@ -96,6 +96,7 @@ mod scope;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod server;
+mod task;
 pub mod time;
 
 /// The README and the long documents in `docs/`, compiled and run as
