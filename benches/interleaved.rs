@@ -8,10 +8,12 @@
 //!
 //! Run with `cargo bench --bench interleaved` (`ROUNDS=n` to change the
 //! number of rounds, `ROWS=default,bare_service` to run only those rows,
-//! for a profile). Rows:
+//! for a profile or a shorter comparison). Rows:
 //! * `default`, `classic`: `Balance` with `PeakEwma::default()` and
 //!   `PeakEwma::classic()`, 8 endpoints;
 //! * `tower_p2c`: tower's p2c over `PeakEwma`, 8 endpoints;
+//! * `default_1024`, `classic_1024`, `tower_p2c_1024`: the same three over
+//!   1,024 endpoints (`benches/balance.rs`'s `per_request/1024`);
 //! * `retry`: the retry layer over the default `Balance`;
 //! * `tower_retry`: `tower::retry::Retry` with a policy that keeps a copy
 //!   of the request and never retries, over the same `Balance`: the least a
@@ -147,6 +149,9 @@ fn main() {
     let mut default = tower_lb(pick::PeakEwma::default(), 8);
     let mut classic = tower_lb(pick::PeakEwma::classic(), 8);
     let mut tower = tower_p2c(8);
+    let mut default_1024 = tower_lb(pick::PeakEwma::default(), 1024);
+    let mut classic_1024 = tower_lb(pick::PeakEwma::classic(), 1024);
+    let mut tower_1024 = tower_p2c(1024);
     let mut retry = retry_layer().layer(tower_lb(pick::PeakEwma::default(), 8));
     let mut tower_retry = tower::retry::Retry::new(Never, tower_lb(pick::PeakEwma::default(), 8));
     let mut whole = retry_layer().layer(guarded(Some(&meter)));
@@ -171,6 +176,18 @@ fn main() {
         ("metrics", Box::new(|cx| batch(&mut metered, cx, N))),
         ("classic", Box::new(|cx| batch(&mut classic, cx, N))),
         ("tower_p2c", Box::new(|cx| batch(&mut tower, cx, N))),
+        (
+            "default_1024",
+            Box::new(|cx| batch(&mut default_1024, cx, N)),
+        ),
+        (
+            "classic_1024",
+            Box::new(|cx| batch(&mut classic_1024, cx, N)),
+        ),
+        (
+            "tower_p2c_1024",
+            Box::new(|cx| batch(&mut tower_1024, cx, N)),
+        ),
         ("retry", Box::new(|cx| batch(&mut retry, cx, N))),
         ("tower_retry", Box::new(|cx| batch(&mut tower_retry, cx, N))),
         ("whole", Box::new(|cx| batch(&mut whole, cx, N))),
@@ -220,9 +237,9 @@ fn main() {
         let mut whole = retry_layer().layer(common::guarded_with(Some(metrics)));
         rows.push(("whole_bound", Box::new(move |cx| batch(&mut whole, cx, N))));
     }
-    // `ROWS=a,b` runs only those rows (to profile one); ratios need all.
-    let only = std::env::var("ROWS").ok();
-    if let Some(only) = &only {
+    // `ROWS=a,b` runs only those rows (to profile one, or to compare a
+    // few); the ratios printed are those between rows that ran.
+    if let Ok(only) = std::env::var("ROWS") {
         rows.retain(|(name, _)| only.split(',').any(|o| o == *name));
     }
     let mut cx = Context::from_waker(Waker::noop());
@@ -245,17 +262,17 @@ fn main() {
     for (i, (name, _)) in rows.iter().enumerate() {
         println!("  {name:<13} {:>7.1} / {:>7.1}", min[i], median[i]);
     }
-    if only.is_some() {
-        return;
-    }
-    let at = |name: &str| rows.iter().position(|r| r.0 == name).expect("a row");
+    let at = |name: &str| rows.iter().position(|r| r.0 == name);
+    // The ratios of the rows that ran (`ROWS` may leave some out).
     let ratio = |a: &str, b: &str| {
-        let (a, b) = (at(a), at(b));
-        (min[a] / min[b], median[a] / median[b])
+        let (a, b) = (at(a)?, at(b)?);
+        Some((min[a] / min[b], median[a] / median[b]))
     };
     for (a, b) in [
         ("default", "tower_p2c"),
         ("classic", "tower_p2c"),
+        ("default_1024", "tower_p2c_1024"),
+        ("classic_1024", "tower_p2c_1024"),
         ("retry", "default"),
         ("tower_retry", "default"),
         ("whole", "default"),
@@ -272,12 +289,10 @@ fn main() {
         ("metrics_bound", "default"),
         ("whole_bound", "default"),
     ] {
-        if !rows.iter().any(|r| r.0 == a) {
-            continue; // the `metrics-bound` rows without their feature
-        }
         let label = format!("{a} / {b}");
-        let (a, b) = ratio(a, b);
-        println!("  {label:<25} {a:.2} / {b:.2}");
+        if let Some((a, b)) = ratio(a, b) {
+            println!("  {label:<25} {a:.2} / {b:.2}");
+        }
     }
     // Two threads' rate over one thread's: 2 × the one-thread time over
     // the per-thread time with two.
@@ -287,7 +302,8 @@ fn main() {
         ("lanes", "lanes_2t"),
     ] {
         let label = format!("2 x {one} / {two}");
-        let (a, b) = ratio(one, two);
-        println!("  {label:<25} {:.2} / {:.2}", 2.0 * a, 2.0 * b);
+        if let Some((a, b)) = ratio(one, two) {
+            println!("  {label:<25} {:.2} / {:.2}", 2.0 * a, 2.0 * b);
+        }
     }
 }

@@ -8,7 +8,7 @@
 //!   `GreeterClient::new(stack)`.
 //! * Every replica's channel is made from one tonic `Endpoint`, the
 //!   template: timeouts, keep-alive and user agent as for a single channel.
-//! * `GrpcHealthProbe::check` asks each replica's health service (here
+//! * `GrpcHealthCheck::check` asks each replica's health service (here
 //!   tonic-health's) about `helloworld.Greeter`, over that replica's own
 //!   channel; the balancer's health hook prints each flip.
 //!
@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 use tonic::transport::Endpoint;
 use tower::ServiceBuilder;
 use tower_lb::check::{self, HealthCheck};
-use tower_lb::grpc::{self, GrpcHealthProbe, StatusLayer};
+use tower_lb::grpc::{self, GrpcHealthCheck, StatusLayer};
 use tower_lb::health::HealthChange;
 use tower_lb::pick;
 use tower_lb::retry::RetryLayer;
@@ -121,7 +121,7 @@ pub async fn run(calls: usize) -> Result<Demo, BoxError> {
         .unhealthy_threshold(1)
         .healthy_threshold(1)
         .build()?;
-    let checks = check::spawn(&lb, config, GrpcHealthProbe::check(helloworld::SERVICE))?;
+    let checks = check::spawn(&lb, config, GrpcHealthCheck::check(helloworld::SERVICE))?;
 
     let stack = ServiceBuilder::new()
         .layer(StatusLayer)

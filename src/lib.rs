@@ -65,6 +65,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod admission;
 pub mod balance;
 pub mod breaker;
 pub mod check;
@@ -75,7 +76,6 @@ mod error;
 #[cfg(feature = "grpc")]
 #[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
 pub mod grpc;
-mod guards;
 pub mod health;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
@@ -83,6 +83,7 @@ pub mod http;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics;
+mod model;
 pub mod orca;
 mod outcome;
 pub mod outlier;
@@ -95,6 +96,7 @@ mod scope;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod server;
+mod task;
 pub mod time;
 
 /// The README and the long documents in `docs/`, compiled and run as

@@ -15,9 +15,24 @@
 //! balancer then never sees the hint and picks as if no endpoint had been
 //! tried. [`call_avoiding`] reports that case (no pick seen), and the retry
 //! layer counts it in
-//! [`RetryStats::hints_lost`](crate::retry::RetryStats::hints_lost), so it
-//! shows instead of silently weakening retries. Put such layers below
-//! `Balance` (around each endpoint) or above the retry layer.
+//! [`RetryStats::hints_lost`](crate::retry::RetryStats::hints_lost) and
+//! raises a `tracing` warning (target `tower_lb`) the first time for each
+//! service it wraps, so it shows instead of silently weakening retries.
+//! Put such layers below `Balance` (around each endpoint) or above the
+//! retry layer.
+//!
+//! **Why not explicit hints.** The alternatives were weighed against this
+//! one. In the request's extensions, a hint exists for HTTP requests only,
+//! and inserting one allocates on every call. In a wrapper request type
+//! (`Balance: Service<Hinted<Req>>`), every layer between the retry layer
+//! and the balancer would have to take the wrapper, which HTTP middleware
+//! written for `http::Request` cannot. And what explicit hints could save
+//! is small: with the thread-locals taken out of the balancer and the
+//! retry layer altogether (a scratch build, run in turn with this one),
+//! the balancer alone and the whole stack cost at most a few per cent less
+//! (docs/performance.md has the figures and the command). So the hints
+//! stay in thread-locals, every lost one is counted, and the first one
+//! warns.
 //!
 //! Dropping works the same way: the retry layer drops an attempt that passed
 //! its per-try timeout inside [`timed_out`], and the balancer's in-flight
@@ -80,10 +95,10 @@ thread_local! {
 ///
 /// The retry layer reads the clock for its own deadlines and latencies at
 /// each call and poll; without the hint the balancer would read it again
-/// for the same instant. On a VM a clock read costs 25-40 ns, and the
-/// whole stack read it five times per request (`benches/balance.rs`,
-/// `stack`). The reading precedes the inner call or poll by the time the
-/// layers in between take, which both latencies then share.
+/// for the same instant; a clock read is slow on a VM, and the whole stack
+/// read it five times per request. The reading precedes the inner call or
+/// poll by the time the layers in between take, which both latencies then
+/// share.
 #[inline(always)]
 pub(crate) fn at<R>(now: Instant, f: impl FnOnce() -> R) -> R {
     struct Reset(Option<Instant>);
@@ -105,7 +120,7 @@ pub(crate) fn now() -> Instant {
 /// The open scope's marks, apart from its avoid list: what a pick reads
 /// and writes on every call. Kept apart from the list so that a scope with
 /// nothing to avoid (every first attempt) copies 24 bytes in and out of the
-/// thread-local instead of the whole list; `benches/balance.rs`, `stack`.
+/// thread-local instead of the whole list.
 #[derive(Clone, Copy)]
 struct Marks {
     /// A scope is open on this thread: the common case (no retry layer

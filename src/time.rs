@@ -1,12 +1,15 @@
 //! Time arithmetic that never panics: every `Instant + Duration` and every
-//! duration-to-nanoseconds conversion in the crate goes through here, and
+//! duration-to-nanoseconds conversion in the crate goes through here, with
 //! `Epoch`, which turns the clock's readings into nanoseconds since a
-//! fixed instant on the request path.
+//! fixed instant on the request path, and `decay`, the weight `e^(−Δt/τ)`
+//! every latency estimate applies over the time since its last sample.
 //!
 //! Configured durations are bounded when a builder validates them (see
 //! [`MAX_DURATION`]); these helpers make the arithmetic safe anyway, so that
 //! a clock near its end or a bound missed somewhere degrades to "very far in
-//! the future" instead of a panic on the request path.
+//! the future" instead of a panic on the request path. Only the standard
+//! library's public API is used: no reading of an `Instant`'s private
+//! layout, whatever it would save.
 
 use std::time::Duration;
 
@@ -18,9 +21,15 @@ use tokio::time::Instant;
 pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// A duration in nanoseconds, saturating at `u64::MAX` (584 years).
-#[inline]
+///
+/// Seconds and nanoseconds apart rather than `Duration::as_nanos`: no
+/// 128-bit arithmetic on the request path, which converts two readings per
+/// call.
+#[inline(always)]
 pub(crate) fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+    d.as_secs()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::from(d.subsec_nanos()))
 }
 
 /// `now + d`, or the latest instant the clock can represent near it when
@@ -33,38 +42,17 @@ pub(crate) fn after(now: Instant, d: Duration) -> Instant {
 }
 
 /// A fixed instant, and the readings of the clock after it as nanoseconds
-/// since it: what the endpoint model and the breakers store their times as.
-///
-/// `Instant::saturating_duration_since` is two calls into the standard
-/// library (about 55 instructions, with the `Duration` checks), and the
-/// request path converts twice per call (at the pick and at the answer):
-/// 110 of the default `Balance`'s roughly 950 instructions per request
-/// (callgrind, `benches/interleaved.rs`, row `random`), 12-13 ns of its
-/// time. An `Instant` is the monotonic clock's seconds and nanoseconds,
-/// and its `Hash` writes exactly those two integers (on Unix a `timespec`,
-/// on Windows a `Duration`): [`Fields`] reads them as they are written, in
-/// a few instructions, with no unsafe code. Nothing documents that order,
-/// so [`Epoch::new`] checks it against the slow path on two instants 1.25 s
-/// apart, and an epoch whose check fails, or an instant whose seconds do
-/// not fit (far deadlines), takes `saturating_duration_since` as before.
+/// since it: what the endpoint model and the breakers store their times as
+/// (one word, in an atomic).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Epoch {
     at: Instant,
-    /// `at` in nanoseconds on the clock's own scale, when the fast reading
-    /// checked out.
-    raw: Option<u64>,
 }
 
 impl Epoch {
     /// The epoch `at`.
     pub(crate) fn new(at: Instant) -> Self {
-        let raw = raw_nanos(at).filter(|&raw| {
-            let later = at.checked_add(Duration::from_millis(1250));
-            later.is_some_and(|l| {
-                raw_nanos(l).and_then(|r| r.checked_sub(raw)) == Some(1_250_000_000)
-            })
-        });
-        Self { at, raw }
+        Self { at }
     }
 
     /// The epoch itself.
@@ -82,89 +70,65 @@ impl Epoch {
     /// Nanoseconds from the epoch to `t` (0 before it; saturating).
     #[inline(always)]
     pub(crate) fn nanos(&self, t: Instant) -> u64 {
-        if let (Some(epoch), Some(t)) = (self.raw, raw_nanos(t)) {
-            return t.saturating_sub(epoch);
-        }
         nanos(t.saturating_duration_since(self.at))
     }
 }
 
-/// `now - start`, or zero when `start` is later: what
-/// `now.saturating_duration_since(start)` gives, read through the clock's
-/// fields as [`Epoch`] reads them: 22 instructions with the check below,
-/// against 56 for the standard library's checked `timespec` arithmetic
-/// through tokio's wrapper (callgrind, `benches/interleaved.rs`, `retry`). The retry layer measures every attempt with
-/// it. The field order is checked once per process, as `Epoch::new` checks
-/// it; where the check fails, or for far instants, the standard library's
-/// subtraction is used.
+/// `now - start`, or zero when `start` is later: the retry layer measures
+/// every attempt with it.
 #[inline]
 pub(crate) fn elapsed(start: Instant, now: Instant) -> Duration {
-    if *FIELDS_READ && let (Some(a), Some(b)) = (raw_nanos(start), raw_nanos(now)) {
-        return Duration::from_nanos(b.saturating_sub(a));
-    }
     now.saturating_duration_since(start)
 }
 
-/// Whether [`raw_nanos`] reads this platform's instants (see [`Epoch::new`]).
-static FIELDS_READ: std::sync::LazyLock<bool> =
-    std::sync::LazyLock::new(|| Epoch::new(Instant::now()).raw.is_some());
-
-/// A `Hasher` that keeps the first two integers written to it: an
-/// instant's seconds and nanoseconds (see [`Epoch`]).
-#[derive(Default)]
-struct Fields {
-    ints: [u64; 2],
-    written: usize,
-    /// Something other than the integers was written.
-    other: bool,
-}
-
-impl Fields {
-    #[inline(always)]
-    fn push(&mut self, v: u64) {
-        match self.ints.get_mut(self.written) {
-            Some(slot) => *slot = v,
-            None => self.other = true,
-        }
-        self.written += 1;
-    }
-}
-
-impl std::hash::Hasher for Fields {
-    fn finish(&self) -> u64 {
-        0
-    }
-    fn write(&mut self, _: &[u8]) {
-        self.other = true;
-    }
-    #[inline(always)]
-    fn write_u32(&mut self, v: u32) {
-        self.push(u64::from(v));
-    }
-    #[inline(always)]
-    fn write_u64(&mut self, v: u64) {
-        self.push(v);
-    }
-    #[inline(always)]
-    fn write_i64(&mut self, v: i64) {
-        // A negative count of seconds becomes too large to convert.
-        self.push(v as u64);
-    }
-}
-
-/// `t` in nanoseconds on the clock's own scale, from the seconds and
-/// nanoseconds its `Hash` writes; `None` when it writes anything else or
-/// the seconds do not fit in a `u64` of nanoseconds.
+/// Weight of the old estimate after `dt_ns` with time constant τ, given as
+/// `inv_tau_ns = 1/τ` (a multiplication instead of a division): `exp(−Δt/τ)`.
+///
+/// Busy endpoints are read and written every few microseconds against a τ of
+/// seconds, so Δt/τ is tiny on the hot path; there a cubic Taylor polynomial
+/// (below 1/64, error under 3e-9) replaces the libm call. One polynomial for
+/// the whole range, not a linear case below 1/4096 beside it: which of the
+/// two applied depended on how long ago each candidate was last sampled, a
+/// branch the CPU could not predict (measured: see docs/performance.md).
 #[inline(always)]
-fn raw_nanos(t: Instant) -> Option<u64> {
-    use std::hash::Hash;
-    let mut f = Fields::default();
-    t.hash(&mut f);
-    let [secs, subsec] = f.ints;
-    if f.written != 2 || f.other || subsec >= 1_000_000_000 {
-        return None;
+pub(crate) fn decay(dt_ns: u64, inv_tau_ns: f64) -> f64 {
+    // Through i64: one instruction on x86-64, where u64 → f64 takes several.
+    // Δt never comes near 2^63 ns (292 years).
+    let x = dt_ns as i64 as f64 * inv_tau_ns;
+    if x < 1.0 / 64.0 {
+        1.0 - x * (1.0 - x * (0.5 - x * (1.0 / 6.0)))
+    } else {
+        exp_neg(x)
     }
-    secs.checked_mul(1_000_000_000)?.checked_add(subsec)
+}
+
+/// `e^-x` for `x ≥ 0`, within a relative 3e-7: `2^-y` with `y = x·log2 e`,
+/// the nearest integer of `y` into the exponent bits and the rest (|t| ≤
+/// ln2/2) through a degree-6 Taylor polynomial. An idle endpoint's decay is
+/// read on every pick that draws it, where libm's `exp` was a large share
+/// of the pick.
+///
+/// The polynomial is evaluated by Estrin's scheme (pairs of terms, then
+/// powers of `t²`), four dependent steps instead of Horner's twelve, with
+/// every coefficient a multiplication: where a third of the candidates are
+/// idle endpoints (starved by a latency spike for up to a minute), Horner's
+/// chain and its one division were a large share of the pick.
+#[inline]
+pub(crate) fn exp_neg(x: f64) -> f64 {
+    let y = x * std::f64::consts::LOG2_E;
+    if y >= 1022.0 {
+        return 0.0;
+    }
+    // Truncation of y + 0.5 rounds (y ≥ 0) without a libm call.
+    let n = (y + 0.5) as i64;
+    let t = (y - n as f64) * std::f64::consts::LN_2;
+    // e^-t = Σ (-t)^k / k!, k = 0..=6.
+    let t2 = t * t;
+    let t4 = t2 * t2;
+    let low = (1.0 - t) + t2 * (0.5 - t * (1.0 / 6.0));
+    let high = (1.0 / 24.0 - t * (1.0 / 120.0)) + t2 * (1.0 / 720.0);
+    let p = low + t4 * high;
+    p * f64::from_bits(((1023 - n) as u64) << 52)
 }
 
 #[cfg(test)]
@@ -172,10 +136,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_fast_reading_agrees_with_the_standard_library() {
+    fn epoch_nanoseconds_agree_with_the_standard_library() {
         let at = Instant::now();
         let epoch = Epoch::new(at);
-        assert!(epoch.raw.is_some(), "the check failed on this platform");
         for ns in [
             0,
             1,
@@ -191,9 +154,21 @@ mod tests {
         // Before the epoch: zero, as `saturating_duration_since`.
         let later = Epoch::new(at + Duration::from_secs(3));
         assert_eq!(later.nanos(at), 0);
-        // Seconds too large for nanoseconds in a u64: the slow path.
+        // A year on: still exact.
         let far = after(at, MAX_DURATION);
         assert_eq!(epoch.nanos(far), nanos(MAX_DURATION));
+        assert_eq!(epoch.at(epoch.nanos(far)), far);
+    }
+
+    proptest::proptest! {
+        /// `nanos` is `as_nanos` wherever that fits a `u64`, and saturates
+        /// where it does not.
+        #[test]
+        fn nanos_is_as_nanos_saturated(secs in proptest::num::u64::ANY, sub in 0u32..1_000_000_000) {
+            let d = Duration::new(secs, sub);
+            let want = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+            proptest::prop_assert_eq!(nanos(d), want);
+        }
     }
 
     proptest::proptest! {
@@ -215,23 +190,49 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn the_fast_reading_follows_a_paused_clock() {
+    async fn the_epoch_follows_a_paused_clock() {
         let epoch = Epoch::new(Instant::now());
         tokio::time::advance(Duration::from_millis(1500)).await;
         assert_eq!(epoch.nanos(Instant::now()), 1_500_000_000);
     }
 
     #[test]
-    fn a_hash_of_another_shape_is_refused() {
-        use std::hash::Hasher;
-        let mut f = Fields::default();
-        f.write_u64(1);
-        f.write_u32(2);
-        f.write_u32(3);
-        assert!(f.other, "a third integer");
-        let mut f = Fields::default();
-        f.write(&[1, 2]);
-        assert!(f.other, "bytes");
+    fn decay_matches_exp_on_both_paths() {
+        const TAU: f64 = 10e9;
+        for x in [
+            0.0,
+            1e-9,
+            1e-4,
+            0.01,
+            0.015,
+            1.0 / 64.0,
+            0.02,
+            0.5,
+            1.0,
+            5.0,
+            50.0,
+        ] {
+            let got = decay((x * TAU) as u64, 1.0 / TAU);
+            let want = (-x).exp();
+            assert!(
+                (got - want).abs() <= 3e-7 * want + 1e-9,
+                "x={x}: {got} vs {want}"
+            );
+        }
+    }
+
+    #[test]
+    fn exp_neg_is_close_everywhere() {
+        let mut x = 0.0f64;
+        while x < 800.0 {
+            let (got, want) = (exp_neg(x), (-x).exp());
+            assert!(
+                (got - want).abs() <= 3e-7 * want + 1e-300,
+                "x={x}: {got} vs {want}"
+            );
+            x = x * 1.01 + 0.001;
+        }
+        assert_eq!(exp_neg(1e6), 0.0);
     }
 
     #[test]

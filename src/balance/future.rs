@@ -7,8 +7,8 @@ use std::task::{Context, Poll, ready};
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
+use crate::admission::InFlight;
 use crate::classify::Classify;
-use crate::endpoint::InFlight;
 use crate::error::Error;
 
 pin_project! {
@@ -51,11 +51,10 @@ pin_project! {
 /// The balancer's timeout for one call: its instant, and the timer, made
 /// the first time the call is pending.
 ///
-/// The timer is boxed, so the future stays 96 bytes (192 with a `Sleep`
-/// inline) with or without a timeout: a tokio `Sleep` is 112 bytes, and
-/// every layer above moves the future at least once per request (`Retry`
-/// copied it three times into its attempt's slot; `benches/interleaved.rs`,
-/// `whole`, alternated: 292–310 → 258–294 ns). The box is one
+/// The timer is boxed, so the future stays small with or without a
+/// timeout: a tokio `Sleep` is large, and every layer above moves the
+/// future at least once per request (measured: see docs/performance.md).
+/// The box is one
 /// allocation for a call that outlives its first poll with a timeout set,
 /// next to which a network call's own costs are large; a call that answers
 /// at once, or any call without a timeout, allocates nothing

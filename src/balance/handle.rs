@@ -5,8 +5,8 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::{Entry, Member, Shared};
-use crate::endpoint::{EndpointMeta, EndpointState};
 use crate::error::{ConfigError, check_weight};
+use crate::model::{EndpointMeta, EndpointState};
 use crate::pick::Picker;
 use crate::route::{Callers, RoutePlan};
 

@@ -5,8 +5,8 @@ use std::hash::Hash;
 use tower_layer::Layer;
 
 use super::{Balance, Builder};
-use crate::endpoint::EndpointMeta;
 use crate::error::ConfigError;
+use crate::model::EndpointMeta;
 use crate::pick::Picker;
 
 /// The endpoint type of a [`Builder`] that makes a [`BalanceLayer`]: its

@@ -7,8 +7,8 @@ use std::borrow::Borrow;
 use std::time::Duration;
 
 use super::Handle;
-use crate::endpoint::AdaptiveConcurrency;
 use crate::error::{ConfigError, check_positive};
+use crate::model::AdaptiveConcurrency;
 use crate::orca::{DEFAULT_REPORT_EXPIRY, LoadReport};
 use crate::pick::Picker;
 

@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use crate::endpoint::{EndpointMeta, EndpointObserver, EndpointState};
 use crate::health::Health;
+use crate::model::{EndpointMeta, EndpointObserver, EndpointState};
 
 /// Turns an endpoint key into its label (events, `tracing`, metrics).
 pub(crate) type Label<K> = Arc<dyn Fn(&K) -> String + Send + Sync>;

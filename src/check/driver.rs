@@ -7,10 +7,11 @@ use std::time::Duration;
 use tokio::task::{Id, JoinSet};
 use tokio::time::Instant;
 
-use super::{HealthCheck, Probe};
+use super::{Check, HealthCheck};
 use crate::balance::{Balance, Shared};
 use crate::error::{ConfigError, current_runtime};
 use crate::pick::Picker;
+use crate::task::TaskGuard;
 
 /// The running health checks of one balancer. Dropping it stops them (and
 /// every probe in flight); [`detach`](Self::detach) lets them run until the
@@ -18,27 +19,19 @@ use crate::pick::Picker;
 #[must_use = "dropping `Checks` stops the health checks at once"]
 #[derive(Debug)]
 pub struct Checks {
-    task: Option<tokio::task::JoinHandle<()>>,
+    task: TaskGuard,
 }
 
 impl Checks {
     /// Lets the checks run until the balancer and all its handles are
     /// dropped.
     pub fn detach(mut self) {
-        self.task.take();
+        self.task.detach();
     }
 
     /// True once the driver has stopped.
     pub fn is_finished(&self) -> bool {
-        self.task.as_ref().is_none_or(|t| t.is_finished())
-    }
-}
-
-impl Drop for Checks {
-    fn drop(&mut self) {
-        if let Some(t) = self.task.take() {
-            t.abort();
-        }
+        self.task.is_finished()
     }
 }
 
@@ -58,7 +51,7 @@ where
     S: Clone + Send + Sync + 'static,
     P: Picker,
     C: Send + Sync + 'static,
-    Pr: Probe<K, S>,
+    Pr: Check<K, S>,
 {
     let runtime = current_runtime("health_check", "started from within a tokio runtime")?;
     if !lb.shared.health.attach_checks() {
@@ -76,7 +69,7 @@ where
         running: HashMap::new(),
     };
     Ok(Checks {
-        task: Some(runtime.spawn(driver.run())),
+        task: TaskGuard::new(runtime.spawn(driver.run())),
     })
 }
 
@@ -107,7 +100,7 @@ where
     S: Clone + Send + Sync + 'static,
     P: Picker,
     C: Send + Sync + 'static,
-    Pr: Probe<K, S>,
+    Pr: Check<K, S>,
 {
     async fn run(mut self) {
         let mut probes = JoinSet::new();
@@ -155,7 +148,7 @@ where
             }
             if now >= track.next_at {
                 track.running = true;
-                let fut = self.probe.probe(&m.entry.key, m.entry.service.clone());
+                let fut = self.probe.run(&m.entry.key, m.entry.service.clone());
                 let timeout = self.config.timeout;
                 let handle = probes.spawn(async move {
                     match tokio::time::timeout(timeout, fut).await {

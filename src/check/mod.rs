@@ -3,7 +3,7 @@
 //!
 //! [`spawn`] starts one driver task per balancer. For each endpoint (of
 //! its [subset](crate::route::Subset), with subsetting) it runs
-//! the [`Probe`] every [`interval`](Builder::interval) plus a
+//! the [`Check`] every [`interval`](Builder::interval) plus a
 //! random jitter, or every
 //! [`no_traffic_interval`](Builder::no_traffic_interval) while the
 //! endpoint carries no traffic (Envoy's rule: idle endpoints cost fewer
@@ -26,9 +26,9 @@
 //! are gone (checked at every round); it leaves no task behind.
 //!
 //! Probes: an HTTP request through the endpoint's own service
-//! ([`http::HttpProbe`](crate::http::HttpProbe), feature `http`), the
+//! ([`http::HttpCheck`](crate::http::HttpCheck), feature `http`), the
 //! standard gRPC health service
-//! ([`grpc::GrpcHealthProbe`](crate::grpc::GrpcHealthProbe), feature
+//! ([`grpc::GrpcHealthCheck`](crate::grpc::GrpcHealthCheck), feature
 //! `grpc`: `grpc.health.v1` `Check` or `Watch`, per service name), or any
 //! closure `Fn(&K, S) -> impl Future<Output = Result<(), E>>` given the
 //! endpoint's key and a clone of its service (a TCP connect, ...).
@@ -64,12 +64,13 @@
 //! [`HealthChange::CheckPassing`]: crate::health::HealthChange::CheckPassing
 
 mod driver;
-mod probe;
+mod endpoint;
 
 use std::time::Duration;
 
 pub use driver::{Checks, spawn};
-pub use probe::{Probe, ProbeFn, ProbeFuture, probe_fn};
+#[allow(deprecated)]
+pub use endpoint::{Check, CheckFn, CheckFuture, Probe, ProbeFn, ProbeFuture, check_fn, probe_fn};
 
 use crate::error::{ConfigError, check_bounded, check_positive};
 

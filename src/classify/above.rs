@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::{Advice, Classify, FailureKind, Outcome};
-use crate::endpoint::Completion;
+use crate::admission::Completion;
 
 /// A service that says how its results are classified, so a layer above it
 /// needs no classifier of its own: [`Balance`](crate::Balance) hands out

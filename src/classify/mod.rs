@@ -26,7 +26,7 @@ use std::time::Duration;
 pub use crate::outcome::{FailureKind, Outcome};
 pub use above::{Above, Classified, Inherit, refusal_kind};
 
-use crate::endpoint::Completion;
+use crate::admission::Completion;
 
 /// The longest `Retry-After` hint taken from a response: 30 s. A server may
 /// ask for hours; a client-side balancer that obeyed would park requests far

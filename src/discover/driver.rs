@@ -4,7 +4,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use tokio::task::{JoinError, JoinHandle};
+use tokio::task::JoinError;
+
+use crate::task::TaskGuard;
 
 /// How often a long-lived source (a watch, an xDS stream) checks whether
 /// its balancer is still there while no update arrives: often enough that
@@ -21,39 +23,31 @@ pub const LIVENESS_CHECK: std::time::Duration = std::time::Duration::from_secs(1
 #[must_use = "dropping a Driver stops its discovery source"]
 #[derive(Debug)]
 pub struct Driver {
-    task: Option<JoinHandle<()>>,
+    task: TaskGuard,
 }
 
 impl Driver {
     /// Spawns `source` on the current tokio runtime.
     pub(crate) fn spawn(source: impl Future<Output = ()> + Send + 'static) -> Self {
         Self {
-            task: Some(tokio::spawn(source)),
+            task: TaskGuard::new(tokio::spawn(source)),
         }
     }
 
     /// Stops the source now.
     pub fn abort(&self) {
-        if let Some(task) = &self.task {
-            task.abort();
-        }
+        self.task.abort();
     }
 
     /// True once the source has stopped (balancer gone, or aborted).
     pub fn is_finished(&self) -> bool {
-        self.task.as_ref().is_none_or(JoinHandle::is_finished)
+        self.task.is_finished()
     }
 
     /// Lets the source run on without this guard, as a dropped
     /// `JoinHandle` would; it still stops when the balancer is dropped.
     pub fn detach(mut self) {
-        self.task.take();
-    }
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        self.abort();
+        self.task.detach();
     }
 }
 
@@ -61,10 +55,7 @@ impl Future for Driver {
     type Output = Result<(), JoinError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match &mut self.task {
-            Some(task) => Pin::new(task).poll(cx),
-            None => Poll::Ready(Ok(())),
-        }
+        self.task.poll(cx)
     }
 }
 

@@ -5,7 +5,7 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use crate::balance::Handle;
-use crate::endpoint::{EndpointMeta, EndpointState};
+use crate::model::{EndpointMeta, EndpointState};
 use crate::pick::Picker;
 
 /// Whether a discovered endpoint takes new requests.

@@ -6,8 +6,8 @@ use std::time::Duration;
 use http::{HeaderMap, Response, StatusCode};
 use tonic::Code;
 
+use crate::admission::Completion;
 use crate::classify::{Advice, Classify, FailureKind, MAX_RETRY_AFTER, Outcome};
-use crate::endpoint::Completion;
 use crate::http::{ClientErrors, Common, EndOfStream, ErrorHook, TrackBody, common_setters};
 use crate::orca::LoadReport;
 

@@ -1,4 +1,4 @@
-//! [`GrpcHealthProbe`]: an active health check over `grpc.health.v1`.
+//! [`GrpcHealthCheck`]: an active health check over `grpc.health.v1`.
 
 use std::sync::Arc;
 
@@ -10,7 +10,7 @@ use tonic::codegen::StdError;
 use tonic::{Code, Request, Status};
 use tonic_prost::ProstCodec;
 
-use crate::check::{Probe, ProbeFuture};
+use crate::check::{Check, CheckFuture};
 
 /// `grpc.health.v1.HealthCheckRequest`, written out with prost's derive
 /// (two small messages do not warrant `protoc` at build time).
@@ -79,21 +79,21 @@ enum Method {
 ///
 /// ```no_run
 /// use tower_lb::check::{self, HealthCheck};
-/// use tower_lb::grpc::{self, GrpcHealthProbe};
+/// use tower_lb::grpc::{self, GrpcHealthCheck};
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let lb = grpc::balance(["http://10.0.0.1:50051", "http://10.0.0.2:50051"])?.build()?;
-/// let probe = GrpcHealthProbe::check("helloworld.Greeter");
+/// let probe = GrpcHealthCheck::check("helloworld.Greeter");
 /// let checks = check::spawn(&lb, HealthCheck::default(), probe)?;
 /// # checks.detach(); Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
-pub struct GrpcHealthProbe {
+pub struct GrpcHealthCheck {
     service: Arc<str>,
     method: Method,
 }
 
-impl GrpcHealthProbe {
+impl GrpcHealthCheck {
     /// Probes with `Check` for `service` (`""` for the whole server).
     pub fn check(service: impl Into<String>) -> Self {
         Self {
@@ -116,7 +116,7 @@ impl GrpcHealthProbe {
     }
 }
 
-impl<K, S> Probe<K, S> for GrpcHealthProbe
+impl<K, S> Check<K, S> for GrpcHealthCheck
 where
     S: GrpcService<tonic::body::Body> + Send + 'static,
     S::Future: Send,
@@ -124,7 +124,7 @@ where
     S::ResponseBody: Body<Data = Bytes> + Send + 'static,
     <S::ResponseBody as Body>::Error: Into<StdError> + Send,
 {
-    fn probe(&self, _key: &K, service: S) -> ProbeFuture {
+    fn run(&self, _key: &K, service: S) -> CheckFuture {
         let request = HealthCheckRequest {
             service: self.service.to_string(),
         };
@@ -190,6 +190,10 @@ fn describe(method: Method, status: &Status) -> String {
     format!("{method:?}: {:?}: {}", status.code(), status.message())
 }
 
+/// The old name of [`GrpcHealthCheck`].
+#[deprecated(since = "0.1.0", note = "renamed `grpc::GrpcHealthCheck`")]
+pub type GrpcHealthProbe = GrpcHealthCheck;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,8 +216,8 @@ mod tests {
 
     #[test]
     fn constructors_keep_the_service_name() {
-        assert_eq!(GrpcHealthProbe::check("").service(), "");
-        let p = GrpcHealthProbe::watch("helloworld.Greeter");
+        assert_eq!(GrpcHealthCheck::check("").service(), "");
+        let p = GrpcHealthCheck::watch("helloworld.Greeter");
         assert_eq!(
             (p.service(), p.method),
             ("helloworld.Greeter", Method::Watch)

@@ -15,7 +15,7 @@
 //!   [`balance_with`] and [`Channels`]: the same with every replica's
 //!   channel made from your own `Endpoint` (timeouts, keep-alive, TLS,
 //!   limits, user agent), for static lists and for discovery.
-//! * [`GrpcHealthProbe`]: active health checks over `grpc.health.v1`
+//! * [`GrpcHealthCheck`]: active health checks over `grpc.health.v1`
 //!   (`Check` or `Watch`, per service name), for [`check::spawn`](crate::check::spawn).
 //! * [`StatusLayer`]: the stack's errors as `tonic::Status` ([`IntoStatus`]):
 //!   an empty pool is `UNAVAILABLE`, a deadline `DEADLINE_EXCEEDED`.
@@ -89,7 +89,8 @@ pub mod tls;
 
 pub use channels::Channels;
 pub use classify::{Classifier, PUSHBACK_HEADER, Trailers};
-pub use health::GrpcHealthProbe;
+#[allow(deprecated)]
+pub use health::{GrpcHealthCheck, GrpcHealthProbe};
 pub use status::{IntoStatus, StatusFuture, StatusLayer, ToStatus};
 
 use tonic::transport::{Channel, Endpoint};

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::breaker::{Reason as BreakerReason, State as BreakerState};
-use crate::endpoint::EndpointState;
+use crate::model::EndpointState;
 use crate::outlier::EjectionReason;
 
 /// One health change, given to the hook set with

@@ -1,8 +1,9 @@
-//! Health: the one owner of "may this endpoint take traffic now?".
+//! Health: the slow path of "may this endpoint take traffic now?".
 //!
-//! Every balancer has one health owner. It reads and writes each endpoint's
-//! circuit breaker, outlier counters and active-check result (all kept on
-//! the endpoint's [`EndpointState`]); nothing else decides health.
+//! Whether an endpoint may take a call is decided in one place,
+//! admission (`src/admission/`), from each endpoint's health bits, the
+//! census of them and the endpoint's guards. This module is the balancer's
+//! health owner: it judges, and writes what it judged there.
 //!
 //! * **Census, per pick** (O(1)): how many of the `n` endpoints the picks
 //!   choose from are unhealthy — breaker not closed, ejected, or failing an
@@ -43,26 +44,22 @@
 //!   hook set with
 //!   [`Builder::on_health_change`](crate::balance::Builder::on_health_change).
 //!   Refusals (no endpoints, all capped, all unavailable, panic) are
-//!   counted by reason ([`Refusal`]) for metrics.
+//!   counted by reason ([`Refusal`](crate::Refusal)) for metrics.
 
-mod admit;
-mod census;
-mod endpoint;
 mod events;
+mod panic;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 pub use events::{HealthChange, HealthEvent};
 
-pub(crate) use census::{BREAKER, CHECK, EJECTED, Route, SOFT};
 pub(crate) use events::{Events, Hook};
 
-use crate::breaker::{CircuitBreaker, CircuitBreakerConfig, State, Transition};
-use crate::endpoint::{EndpointState, Judge};
-use crate::error::Refusal;
-use crate::guards::{Guards, Pass};
+use crate::admission::{BREAKER, CHECK, Census, EJECTED, GuardSettings, Judge, Owner, Route};
+use crate::breaker::{State, Transition};
+use crate::model::{EndpointState, Gate};
 use crate::outcome::Outcome;
 use crate::outlier::{Detector, EjectionReason, OutlierDetection};
 use crate::rng::RngSource;
@@ -92,7 +89,7 @@ pub(crate) struct Outlier {
 
 /// The health settings of a balancer, as the builder collects them.
 pub(crate) struct Settings {
-    pub(crate) breaker: Option<CircuitBreakerConfig>,
+    pub(crate) guards: GuardSettings,
     pub(crate) outlier: Option<OutlierDetection>,
     /// Percent, `0..=100`.
     pub(crate) panic_threshold: f64,
@@ -103,41 +100,27 @@ pub(crate) struct Settings {
 
 /// One balancer's health owner; see the [module docs](self).
 pub(crate) struct Health {
-    pub(crate) breaker: Option<CircuitBreakerConfig>,
+    pub(crate) guards: GuardSettings,
     pub(crate) outlier: Option<Outlier>,
-    /// Whether endpoints can be unhealthy at all (set once active checks
-    /// start, too).
-    enabled: AtomicBool,
+    /// The census it writes into (shared with the balancer, which reads it
+    /// per pick).
+    pub(crate) census: Arc<Census>,
     /// An active-check driver runs for this balancer.
     checks: AtomicBool,
     /// Fraction in `0..=1`; 0 turns panic routing off.
     panic_threshold: f64,
     panic_mode: PanicMode,
-    /// Counted endpoints with any health bit set.
-    unhealthy: AtomicUsize,
-    /// Endpoints counted (the snapshot's pickable ones).
-    counted: AtomicUsize,
-    /// The earliest end of a counted ejection, ns since the epoch.
-    next_return_ns: AtomicU64,
     in_panic: AtomicBool,
-    /// Bumped whenever an endpoint's health bits or the counted set change:
-    /// the route step's plans compare it.
-    epoch: AtomicU64,
     /// Picks made in panic.
     pub(crate) panics: AtomicU64,
-    refusals: [AtomicU64; Refusal::ALL.len()],
     pub(crate) events: Events,
     rng: RngSource,
-    /// Serialises changes of health bits and of the census set.
-    pool: Mutex<census::Members>,
 }
 
 impl std::fmt::Debug for Health {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Health")
-            .field("enabled", &self.enabled.load(Ordering::Relaxed))
-            .field("unhealthy", &self.unhealthy.load(Ordering::Relaxed))
-            .field("counted", &self.counted.load(Ordering::Relaxed))
+            .field("census", &self.census)
             .field("in_panic", &self.in_panic.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
@@ -146,52 +129,46 @@ impl std::fmt::Debug for Health {
 impl Health {
     pub(crate) fn new(s: Settings) -> Self {
         Self {
-            enabled: AtomicBool::new(s.breaker.is_some() || s.outlier.is_some()),
+            census: Arc::new(Census::new(s.guards.any() || s.outlier.is_some())),
             checks: AtomicBool::new(false),
-            breaker: s.breaker,
+            guards: s.guards,
             outlier: s.outlier.map(|cfg| Outlier {
                 cfg,
                 detector: Detector::new(),
             }),
             panic_threshold: s.panic_threshold / 100.0,
             panic_mode: s.panic_mode,
-            unhealthy: AtomicUsize::new(0),
-            counted: AtomicUsize::new(0),
-            next_return_ns: AtomicU64::new(u64::MAX),
             in_panic: AtomicBool::new(false),
-            epoch: AtomicU64::new(0),
             panics: AtomicU64::new(0),
-            refusals: Default::default(),
             events: s.events,
             rng: RngSource::new(s.seed.map(|seed| seed ^ 0x5EED_4EA1_7000_0001)),
-            pool: Mutex::new(census::Members::default()),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, census::Members> {
-        // The lock guards counts that are rebuilt from the endpoints on every
-        // membership change; a panic elsewhere cannot leave them worse.
-        self.pool.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The gate of a new endpoint: its guards as the balancer's settings
+    /// make them, its breaker's transitions reported to this owner
+    /// (`state` is the endpoint being built).
+    pub(crate) fn gate_for(self: &Arc<Self>, state: Weak<EndpointState>) -> Gate {
+        let health = Arc::downgrade(self);
+        self.guards.gate(move |t| {
+            if let (Some(h), Some(s)) = (health.upgrade(), state.upgrade()) {
+                h.on_breaker(&s, t);
+            }
+        })
     }
 
-    /// The guards of a new endpoint: its circuit breaker (when the
-    /// balancer has breakers), reporting its transitions to this owner, and
-    /// fresh outlier counters (`state` is the endpoint being built).
-    pub(crate) fn guards_for(self: &Arc<Self>, state: std::sync::Weak<EndpointState>) -> Guards {
-        let breaker = self.breaker.clone().map(|cfg| {
-            let health = Arc::downgrade(self);
-            CircuitBreaker::new(cfg).on_transition(move |t| {
-                if let (Some(h), Some(s)) = (health.upgrade(), state.upgrade()) {
-                    h.on_breaker(&s, t);
-                }
-            })
-        });
-        Guards::new(breaker)
+    /// This owner as the judge of every finished call, when it judges
+    /// them (outlier detection); `None` when calls without a guard's pass
+    /// tell it nothing.
+    pub(crate) fn judge(self: &Arc<Self>) -> Option<Arc<dyn Judge>> {
+        self.outlier
+            .as_ref()
+            .map(|_| Arc::clone(self) as Arc<dyn Judge>)
     }
 
     fn on_breaker(&self, state: &EndpointState, t: Transition) {
         let open = !matches!(t.to, State::Closed | State::Disabled);
-        self.set_bit(state, BREAKER, open);
+        self.census.set_bit(state, BREAKER, open);
         self.events.emit(
             Some(state),
             HealthChange::Breaker {
@@ -202,12 +179,11 @@ impl Health {
         );
     }
 
-    /// Marks `state` as failing (`true`) or passing its active check.
     /// Claims the balancer's one active-check driver; false if one runs.
     pub(crate) fn attach_checks(&self) -> bool {
         let first = !self.checks.swap(true, Ordering::AcqRel);
         if first {
-            self.enabled.store(true, Ordering::Release);
+            self.census.enable();
         }
         first
     }
@@ -220,8 +196,9 @@ impl Health {
         self.checks.store(false, Ordering::Release);
     }
 
+    /// Marks `state` as failing (`true`) or passing its active check.
     pub(crate) fn set_check(&self, state: &EndpointState, failing: bool, detail: String) {
-        if self.set_bit(state, CHECK, failing) {
+        if self.census.set_bit(state, CHECK, failing) {
             let change = if failing {
                 HealthChange::CheckFailing { detail }
             } else {
@@ -234,7 +211,7 @@ impl Health {
     /// Applies a consecutive rule that `state`'s last call tripped.
     fn eject(&self, state: &EndpointState, reason: EjectionReason, now_ns: u64) {
         let Some(o) = &self.outlier else { return };
-        let pool = self.members();
+        let pool = self.census.members();
         let r = self.rng.next_u64();
         // The detector finds the host in the pool by identity; an endpoint
         // that has left the pool is not ejected.
@@ -248,9 +225,9 @@ impl Health {
     /// Records an ejection the detector made: the bit, the next sweep, the
     /// event.
     fn mark_ejected(&self, state: &EndpointState, reason: EjectionReason, now_ns: u64) {
-        self.set_bit(state, EJECTED, true);
+        self.census.set_bit(state, EJECTED, true);
         let until = state.outlier().ejected_until_ns().unwrap_or(now_ns);
-        self.next_return_ns.fetch_min(until, Ordering::AcqRel);
+        self.census.ejected_until(until);
         self.events.emit(
             Some(state),
             HealthChange::Ejected {
@@ -264,7 +241,7 @@ impl Health {
     /// what it decided.
     fn evaluate(&self, now_ns: u64) {
         let Some(o) = &self.outlier else { return };
-        let pool = self.members();
+        let pool = self.census.members();
         let r = self.rng.next_u64();
         if o.detector
             .maybe_evaluate(&o.cfg, &pool, now_ns, r)
@@ -283,43 +260,39 @@ impl Health {
             }
         }
         // Ejections the evaluation ended are swept at the next census.
-        self.store_next_return(&pool);
+        self.census.store_next_return(&pool);
+    }
+
+    /// Returns endpoints whose ejection has ended: clears their bit and
+    /// reports each. Runs when the earliest ejection end has passed.
+    fn sweep_returns(&self, now_ns: u64) {
+        let members = self.census.members();
+        for s in self.census.clear_returned(&members, now_ns) {
+            self.events.emit(Some(&s), HealthChange::Returned);
+        }
     }
 }
 
 impl Judge for Health {
-    fn finished(
-        &self,
-        state: &EndpointState,
-        pass: Option<Pass>,
-        outcome: &Outcome,
-        latency: Duration,
-        now_ns: u64,
-    ) {
-        let outcome = *outcome;
-        if let Some(p) = pass {
-            let now = state.instant_at(now_ns);
-            state.guards().record(p, outcome, latency, now);
+    fn finished(&self, state: &EndpointState, outcome: &Outcome, latency: Duration, now_ns: u64) {
+        let Some(o) = &self.outlier else { return };
+        if let Some(reason) = state.outlier().record(&o.cfg, *outcome, latency, now_ns) {
+            self.eject(state, reason, now_ns);
         }
-        if let Some(o) = &self.outlier {
-            if let Some(reason) = state.outlier().record(&o.cfg, outcome, latency, now_ns) {
-                self.eject(state, reason, now_ns);
-            }
-            if o.detector.is_due(now_ns) {
-                self.evaluate(now_ns);
-            }
+        if o.detector.is_due(now_ns) {
+            self.evaluate(now_ns);
         }
     }
+}
 
-    fn abandoned(&self, state: &EndpointState, pass: Option<Pass>) {
-        if let Some(p) = pass {
-            state.guards().release(p);
-        }
+impl Owner for Health {
+    #[cold]
+    fn returns_due(&self, now_ns: u64) {
+        self.sweep_returns(now_ns);
     }
 
-    /// Outlier detection judges every call; a breaker only those it gave a
-    /// ticket.
-    fn judges_untracked(&self) -> bool {
-        self.outlier.is_some()
+    #[inline]
+    fn route(&self, unhealthy: usize, counted: usize) -> Result<Route, ()> {
+        self.decide(unhealthy, counted)
     }
 }

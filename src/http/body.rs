@@ -8,7 +8,7 @@ use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
-use crate::endpoint::Completion;
+use crate::admission::Completion;
 use crate::outcome::{FailureKind, Outcome};
 
 /// How long an HTTP call lasts for the balancer, and what its latency

@@ -65,6 +65,7 @@
 //! | `grpc` | `grpc::tls`: tonic channels per replica (with `rustls`) | tonic 0.14 (`channel`) |
 
 mod body;
+mod check;
 mod classify;
 pub mod gateway;
 mod hyper;
@@ -74,7 +75,6 @@ mod load_probe;
 pub mod middleware;
 mod named;
 mod origin;
-mod probe;
 #[cfg(feature = "reqwest")]
 mod reqwest;
 mod set_origin;
@@ -94,6 +94,8 @@ pub use crate::pick::key::{
     ClientIp, ConnectInfo, Connection, ConnectionAddrs, ForwardedFor, Header, Hop, Path, client_ip,
     first_hop, hash_connection,
 };
+#[allow(deprecated)]
+pub use check::{HttpCheck, HttpProbe};
 pub use gateway::Gateway;
 pub use load_probe::LoadProbe;
 #[cfg(all(feature = "grpc", feature = "rustls"))]
@@ -102,7 +104,6 @@ pub use named::{
     DialAddr, MakeClient, Replica, ReplicaError, ReplicaFuture, Replicas, ReplicasBuilder, Target,
 };
 pub use origin::Origin;
-pub use probe::HttpProbe;
 pub use set_origin::{HostHeader, OriginRequest, SetOrigin};
 #[cfg(feature = "rustls")]
 pub use tls::https;

@@ -30,8 +30,8 @@ use super::body::{KeepHead, Track, TrackBody};
 use super::classify::{Classifier, ClassifyError, ErrorHook};
 use super::set_origin::apply_host;
 use super::{HostHeader, Origin, OriginRequest};
+use crate::admission::Completion;
 use crate::classify::{Classify, FailureKind, Outcome, error_kind};
-use crate::endpoint::Completion;
 
 impl OriginRequest for ::reqwest::Request {
     fn set_origin(&mut self, origin: &Origin, host: HostHeader) {

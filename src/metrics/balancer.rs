@@ -13,9 +13,9 @@ use super::endpoint::{EndpointAttrs, Recorder, Slot, placement};
 use super::setup::{Metrics, RetrySource};
 use super::{PICK_DURATION_BUCKETS, PICK_SAMPLE_EVERY, attr};
 use crate::balance::{Built, Observe};
-use crate::endpoint::{EndpointMeta, EndpointObserver, EndpointState};
 use crate::error::Refusal;
 use crate::health::Health;
+use crate::model::{EndpointMeta, EndpointObserver, EndpointState};
 use crate::pick::prequal::ProbePool;
 
 /// Instruments and live state of one balancer's metrics.

@@ -12,7 +12,7 @@ use arc_swap::ArcSwap;
 
 use super::attr;
 use crate::breaker::State;
-use crate::endpoint::{EndpointMeta, EndpointObserver};
+use crate::model::{EndpointMeta, EndpointObserver};
 use crate::outcome::{FailureKind, Outcome};
 use crate::outlier::EjectionReason;
 

@@ -11,10 +11,11 @@ use tokio::time::Instant;
 use super::attr;
 use super::balancer::BalanceMetrics;
 use super::endpoint::EndpointAttrs;
+use crate::admission::{CHECK, EJECTED};
 use crate::breaker::State;
-use crate::endpoint::EndpointState;
 use crate::error::Refusal;
-use crate::health::{CHECK, EJECTED, Health};
+use crate::health::Health;
+use crate::model::EndpointState;
 use crate::outlier::EjectionReason;
 
 /// Observes `f(endpoint)` for every endpoint of the balancer behind `weak`.
@@ -37,7 +38,7 @@ pub(super) fn register(meter: &Meter, m: &Arc<BalanceMetrics>, health: &Health) 
     requests(meter, w);
     endpoint_gauges(meter, w);
     refusals(meter, w);
-    if health.breaker.is_some() {
+    if health.guards.breaker.is_some() {
         breakers(meter, w);
     }
     if health.outlier.is_some() {
@@ -185,7 +186,7 @@ fn refusals(meter: &Meter, w: &Weak<BalanceMetrics>) {
             let Some(m) = wk.upgrade() else { return };
             let Some(h) = m.health.upgrade() else { return };
             for r in Refusal::ALL {
-                o.observe(h.refusals(r), &m.refusal_attrs[r.index()]);
+                o.observe(h.census.refusals(r), &m.refusal_attrs[r.index()]);
             }
         })
         .build();

@@ -1,7 +1,9 @@
-//! The sampling core the latency- and load-aware pickers share: the best
-//! of `k` distinct weighted-random candidates.
+//! The sampling core the latency- and load-aware pickers share: weighted
+//! draws in O(1) (an alias table per snapshot), `k` distinct
+//! weighted-random candidates, and the best of them.
 
 use super::Pool;
+use crate::rng::{below, unit};
 
 /// Most candidates a sampling picker may draw per pick.
 pub const MAX_CHOICES: usize = 16;
@@ -24,59 +26,21 @@ pub(crate) fn best_of_fraction<T>(
             num / den
         });
     }
-    let k = k.min(MAX_CHOICES);
-    let uniform = cx.is_uniform() && n < 1 << 16;
-    'sampled: {
-        // Unavailable candidates get an infinite cost.
-        let (mut best, mut best_num, mut best_den) = (usize::MAX, f64::INFINITY, 1.0);
-        let mut consider = |i: usize| {
-            let (num, den) = if cx.is_available(i) {
-                score(i)
-            } else {
-                (f64::INFINITY, 1.0)
-            };
-            if num * best_den < best_num * den {
-                (best, best_num, best_den) = (i, num, den);
-            }
-        };
-        if uniform {
-            // Equal weights: k distinct indices without rejection. The j-th
-            // draw is uniform over the n − j indices not drawn yet, mapped
-            // past the earlier ones (kept sorted).
-            let mut draw = Draws::new(cx);
-            let mut taken = [0usize; MAX_CHOICES];
-            for j in 0..k {
-                let mut i = draw.below(cx, n - j);
-                let mut pos = 0;
-                while pos < j && taken[pos] <= i {
-                    i += 1;
-                    pos += 1;
-                }
-                taken.copy_within(pos..j, pos + 1);
-                taken[pos] = i;
-                consider(i);
-            }
+    let mut idx = [0usize; MAX_CHOICES];
+    let drawn = draw(cx, k, &mut idx);
+    // Unavailable candidates get an infinite cost.
+    let (mut best, mut best_num, mut best_den) = (usize::MAX, f64::INFINITY, 1.0);
+    for &i in &idx[..drawn] {
+        let (num, den) = if cx.is_available(i) {
+            score(i)
         } else {
-            let mut seen = [0usize; MAX_CHOICES];
-            let mut drawn = 0;
-            // Duplicates are redrawn a bounded number of times: heavy
-            // weights make them likely, and a repeated candidate adds nothing.
-            for _ in 0..2 * k + 2 {
-                if drawn == k {
-                    break;
-                }
-                let i = cx.sample();
-                if seen[..drawn].contains(&i) {
-                    continue;
-                }
-                seen[drawn] = i;
-                drawn += 1;
-                consider(i);
-            }
+            (f64::INFINITY, 1.0)
+        };
+        if num * best_den < best_num * den {
+            (best, best_num, best_den) = (i, num, den);
         }
-        if best == usize::MAX {
-            break 'sampled;
-        }
+    }
+    if best != usize::MAX {
         return Some(best);
     }
     // No candidate drawn was available: look at every endpoint.
@@ -106,16 +70,22 @@ pub(crate) fn draw<T>(cx: &Pool<'_, T>, k: usize, out: &mut [usize; MAX_CHOICES]
     }
     if cx.is_uniform() && n < 1 << 16 {
         let mut draw = Draws::new(cx);
+        // The draws so far, ascending. Without a branch on the drawn
+        // values, which the CPU cannot predict: the j-th draw steps over
+        // every earlier one at or below it (in ascending order, so once
+        // one is above, all later ones are), then sinks into place by
+        // compare-exchanges.
         let mut taken = [0usize; MAX_CHOICES];
         for (j, slot) in out.iter_mut().enumerate().take(k) {
             let mut i = draw.below(cx, n - j);
-            let mut pos = 0;
-            while pos < j && taken[pos] <= i {
-                i += 1;
-                pos += 1;
+            for &t in &taken[..j] {
+                i += usize::from(t <= i);
             }
-            taken.copy_within(pos..j, pos + 1);
-            taken[pos] = i;
+            taken[j] = i;
+            for q in (0..j).rev() {
+                let (a, b) = (taken[q], taken[q + 1]);
+                (taken[q], taken[q + 1]) = (a.min(b), a.max(b));
+            }
             *slot = i;
         }
         return k;
@@ -177,5 +147,87 @@ impl Draws {
         self.bits >>= LANE_BITS;
         self.lanes -= 1;
         ((lane * n as u64) >> LANE_BITS) as usize
+    }
+}
+
+/// O(1) weighted sampling (Walker/Vose alias method), rebuilt with each
+/// endpoint-set snapshot. Equal weights skip the table entirely.
+#[derive(Debug, Default)]
+pub(crate) struct Sampler {
+    /// Empty when all weights are equal: sample uniformly.
+    prob: Box<[f64]>,
+    alias: Box<[u32]>,
+}
+
+impl Sampler {
+    pub(crate) fn new(weights: &[f64]) -> Self {
+        let n = weights.len();
+        let uniform = weights.windows(2).all(|w| w[0] == w[1]);
+        if n == 0 || uniform {
+            return Self::default();
+        }
+        let total: f64 = weights.iter().sum();
+        let mut prob: Vec<f64> = weights.iter().map(|w| w * n as f64 / total).collect();
+        let mut alias = vec![0u32; n];
+        let (mut small, mut large): (Vec<usize>, Vec<usize>) = (0..n).partition(|&i| prob[i] < 1.0);
+        while let (Some(s), Some(&l)) = (small.pop(), large.last()) {
+            alias[s] = l as u32;
+            prob[l] -= 1.0 - prob[s];
+            if prob[l] < 1.0 {
+                large.pop();
+                small.push(l);
+            }
+        }
+        // Leftovers are 1 up to rounding.
+        for i in small.into_iter().chain(large) {
+            prob[i] = 1.0;
+        }
+        Self {
+            prob: prob.into(),
+            alias: alias.into(),
+        }
+    }
+
+    /// True when every weight is equal (draws are uniform).
+    #[inline]
+    pub(crate) fn is_uniform(&self) -> bool {
+        self.prob.is_empty()
+    }
+
+    /// One index in `0..n`, drawn with probability proportional to its weight.
+    #[inline]
+    pub(crate) fn sample(&self, n: usize, r: u64) -> usize {
+        let i = below(r, n);
+        if self.prob.is_empty() {
+            return i;
+        }
+        // The low bits picked the column; reuse the rest for the coin flip.
+        if unit(r.rotate_left(32)) < self.prob[i] {
+            i
+        } else {
+            self.alias[i] as usize
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::RngSource;
+
+    #[test]
+    fn shares_follow_weights() {
+        let w = [6.0, 3.0, 2.0, 1.0];
+        let s = Sampler::new(&w);
+        let rng = RngSource::new(Some(7));
+        let mut counts = [0usize; 4];
+        let n = 200_000;
+        for _ in 0..n {
+            counts[s.sample(4, rng.next_u64())] += 1;
+        }
+        for (c, w) in counts.iter().zip(w) {
+            let share = *c as f64 / n as f64;
+            assert!((share - w / 12.0).abs() < 0.01, "{counts:?}");
+        }
     }
 }

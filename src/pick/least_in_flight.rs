@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use super::{Pick, Picker, Pool};
-use crate::endpoint::EndpointState;
+use crate::model::EndpointState;
 
 /// Least in-flight ("least connections"): a full scan for the endpoint with the
 /// fewest requests in flight per unit of weight; ties are broken uniformly at

@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use super::{Pick, Picker, Pool};
-use crate::endpoint::EndpointState;
+use crate::model::EndpointState;
 
 /// Naive least response time: a full scan for the lowest latency estimate,
 /// with no in-flight term.

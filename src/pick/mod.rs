@@ -47,7 +47,6 @@ pub mod prequal;
 mod random;
 mod registry;
 mod round_robin;
-pub(crate) mod sampler;
 #[cfg(test)]
 pub(crate) mod testing;
 mod weighted_round_robin;
@@ -74,9 +73,9 @@ pub use round_robin::RoundRobin;
 pub use weighted_round_robin::{Schedule, WeightedRoundRobin};
 
 pub use best_of::MAX_CHOICES;
-pub(crate) use best_of::{best_of_fraction, cost_key, key_winner};
+pub(crate) use best_of::{Sampler, best_of_fraction, cost_key, key_winner};
 
-use crate::endpoint::EndpointState;
+use crate::model::EndpointState;
 
 /// The request-independent half of a picker.
 pub trait Picker: Send + Sync + 'static {

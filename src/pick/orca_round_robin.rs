@@ -3,8 +3,8 @@ use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::{Pick, Picker, Pool};
-use crate::endpoint::EndpointState;
 use crate::error::{ConfigError, check_bounded};
+use crate::model::EndpointState;
 
 /// Default blackout: 10 s, A58's `blackout_period`. A new report stream is
 /// used only after it has lasted this long, so that an endpoint's first

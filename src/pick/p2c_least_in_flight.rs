@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use super::{Pick, Picker, Pool};
-use crate::endpoint::EndpointState;
+use crate::model::EndpointState;
 
 /// Power of two choices on in-flight count (Envoy's `least_request`): draw two
 /// weighted-random candidates, take the one with fewer in-flight requests per

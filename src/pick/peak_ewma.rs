@@ -3,8 +3,9 @@ use std::time::Duration;
 
 use super::best_of::draw;
 use super::{MAX_CHOICES, Pick, Picker, Pool, cost_key, key_winner};
-use crate::endpoint::{EndpointState, decay, stale_after};
 use crate::error::{ConfigError, check_positive};
+use crate::model::{EndpointState, stale_after};
+use crate::time::decay;
 
 /// Default number of candidates compared per pick.
 ///
@@ -263,27 +264,70 @@ impl PeakEwma {
     /// The best of the candidates `idx` (none available: `None`): the
     /// lowest cost, after stale idle candidates are brought to the best
     /// estimate among them (see [Staleness](#staleness)).
+    ///
+    /// One pass costs every candidate as it stands and finds the reference
+    /// (the lowest estimate among the candidates whose last call
+    /// succeeded, busy or idle) and how long the oldest settled (idle,
+    /// answered) estimate has gone without a sample. Only when that is
+    /// past the staleness bound (10 ms at least, so never on a busy
+    /// balancer) are the settled candidates read again and compared as the
+    /// rule says: the pick keeps no array of candidates in memory.
     #[inline]
     fn best<T>(&self, cx: &Pool<'_, T>, idx: &[usize]) -> Option<usize> {
-        let mut parts = [Part::UNAVAILABLE; MAX_CHOICES];
-        // The reference: the lowest estimate among the candidates that
-        // answered their last call.
+        let k = self.spread_factor;
+        let (mut best, mut best_unsettled) = (u64::MAX, u64::MAX);
         let (mut reference, mut reference_spread) = (f64::INFINITY, 0.0);
+        let (mut oldest, mut settled) = (0u64, 0u32);
         for (slot, &i) in idx.iter().enumerate() {
-            if cx.is_available(i) {
-                let part = self.part(cx, i);
-                if part.answered && part.est < reference {
-                    (reference, reference_spread) = (part.est, part.spread);
-                }
-                parts[slot] = part;
+            let part = if cx.is_available(i) {
+                self.part(cx, i)
+            } else {
+                Part::UNAVAILABLE
+            };
+            let key = cost_key(part.cost(k), slot);
+            best = best.min(key);
+            if part.answered && part.est < reference {
+                (reference, reference_spread) = (part.est, part.spread);
+            }
+            if part.answered && part.idle {
+                settled |= 1 << slot;
+                oldest = oldest.max(part.since);
+            } else {
+                best_unsettled = best_unsettled.min(key);
             }
         }
+        if (oldest as i64 as f64) < stale_after(reference) {
+            return key_winner(best, idx);
+        }
+        self.best_restaled(
+            cx,
+            idx,
+            settled,
+            (reference, reference_spread),
+            best_unsettled,
+        )
+    }
+
+    /// [`best`](Self::best) when a settled candidate may be stale: each
+    /// settled candidate (bits of `settled`) read again, a stale one costed
+    /// at the `reference` estimate and spread, against `best`, the best of
+    /// the others. Out of line: only idle pools come here.
+    #[inline(never)]
+    fn best_restaled<T>(
+        &self,
+        cx: &Pool<'_, T>,
+        idx: &[usize],
+        settled: u32,
+        (reference, reference_spread): (f64, f64),
+        mut best: u64,
+    ) -> Option<usize> {
         let stale = stale_after(reference);
-        let mut best = u64::MAX;
-        for (slot, part) in parts.iter_mut().enumerate().take(idx.len()) {
-            if part.answered
-                && part.idle
-                && part.est > reference
+        for (slot, &i) in idx.iter().enumerate() {
+            if settled & (1 << slot) == 0 {
+                continue;
+            }
+            let mut part = self.part(cx, i);
+            if part.est > reference
                 && part.since as i64 as f64 >= stale
                 && part.may_be_as_fast_as(reference)
             {

@@ -2,11 +2,9 @@
 
 use std::sync::Arc;
 
-use tokio::time::Instant;
-
-use super::sampler::Sampler;
-use crate::endpoint::{Cap, EndpointState, Estimate, Rates};
-use crate::health::{BREAKER, Route, SOFT};
+use super::Sampler;
+use crate::admission::Terms;
+use crate::model::{EndpointState, Estimate, Rates, View};
 use crate::rng::{RngSource, below};
 
 /// The endpoints one pick chooses from, with their live state.
@@ -18,27 +16,18 @@ pub struct Pool<'a, T> {
     pub(crate) states: &'a [Arc<EndpointState>],
     pub(crate) sampler: &'a Sampler,
     pub(crate) table: &'a T,
-    pub(crate) now: Instant,
     pub(crate) now_ns: u64,
     pub(crate) rates: Rates,
     pub(crate) rng: &'a RngSource,
-    pub(crate) cap: Cap,
     /// The lane of the picking thread: whose in-flight counts and latency
     /// the pick weighs (see [`EndpointState::in_flight`]).
     pub(crate) lane: usize,
-    /// Ids of endpoints this request should avoid (tried by a retry).
-    pub(crate) avoid: &'a [u64],
-    /// How health restricts this pick (from the census).
-    pub(crate) route: Route,
+    /// What this pick may choose (admission's): how health restricts it,
+    /// the in-flight cap, the endpoints the request asks to avoid.
+    pub(crate) terms: Terms<'a>,
 }
 
 impl<'a, T> Pool<'a, T> {
-    /// True when nothing can make an endpoint unavailable for this pick.
-    #[inline(always)]
-    fn unrestricted(&self) -> bool {
-        self.cap.is_unlimited() && self.route == Route::Healthy && self.avoid.is_empty()
-    }
-
     /// Number of endpoints in the pool (available or not).
     #[inline(always)]
     pub fn len(&self) -> usize {
@@ -59,43 +48,18 @@ impl<'a, T> Pool<'a, T> {
 
     /// Whether endpoint `i` may take this request: not at its in-flight cap
     /// (fixed, or [adaptive](crate::endpoint::AdaptiveConcurrency)),
-    /// healthy as far as the [health owner](crate::health) goes (not ejected
-    /// or failing its active check, unless the balancer is in panic; its
-    /// circuit breaker admitting a call), and not one this request was asked
-    /// to avoid (an endpoint a retry has already tried, see
-    /// [`call_avoiding`](crate::balance::call_avoiding)).
+    /// healthy (not ejected or failing its active check, unless the
+    /// balancer is in panic; its circuit breaker admitting a call), and not
+    /// one this request was asked to avoid (an endpoint a retry has already
+    /// tried, see [`call_avoiding`](crate::balance::call_avoiding)).
+    /// Admission decides; the pool asks it.
     ///
     /// Cost: nothing while every endpoint is healthy and no cap or retry
     /// applies; otherwise a load of the endpoint's health bits, and of its
     /// breaker's state when the breaker is not closed.
     #[inline(always)]
     pub fn is_available(&self, i: usize) -> bool {
-        if self.unrestricted() {
-            return true;
-        }
-        let s = &self.states[i];
-        if self.cap.reached(s) {
-            return false;
-        }
-        if self.route != Route::Healthy {
-            let bits = s.health_bits();
-            if bits != 0 {
-                if self.route == Route::Degraded && bits & SOFT != 0 {
-                    return false;
-                }
-                // An overdue probe is let through to the admission, which
-                // moves the breaker back to open (and refuses): a breaker
-                // never stays half-open on a probe that never answers.
-                if bits & BREAKER != 0
-                    && s.breaker().is_some_and(|b| {
-                        !b.is_call_permitted(self.now) && !b.is_probe_overdue(self.now)
-                    })
-                {
-                    return false;
-                }
-            }
-        }
-        self.avoid.is_empty() || !self.avoid.contains(&s.id())
+        self.terms.admits(&self.states[i])
     }
 
     /// Requests in flight on endpoint `i`, as this thread counts them:
@@ -140,7 +104,7 @@ impl<'a, T> Pool<'a, T> {
 
     /// Endpoint `i` as this thread's picks see it, its lane looked up once.
     #[inline(always)]
-    pub(crate) fn view(&self, i: usize) -> crate::endpoint::View<'a> {
+    pub(crate) fn view(&self, i: usize) -> View<'a> {
         self.states[i].view(self.lane)
     }
 
@@ -159,14 +123,11 @@ impl<'a, T> Pool<'a, T> {
             states: self.states,
             sampler: self.sampler,
             table,
-            now: self.now,
             now_ns: self.now_ns,
             rates: self.rates,
             rng: self.rng,
-            cap: self.cap,
             lane: self.lane,
-            avoid: self.avoid,
-            route: self.route,
+            terms: self.terms,
         }
     }
 

@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use super::{Pick, Picker, Pool};
-use crate::endpoint::EndpointState;
+use crate::model::EndpointState;
 
 /// How many weighted draws to try before scanning for any available endpoint.
 const DRAWS: usize = 16;

@@ -12,8 +12,8 @@ use super::{
     KeyHash, LeastInFlight, LeastResponseTime, Maglev, OrcaRoundRobin, P2cLeastInFlight, PeakEwma,
     Pick, Picker, Pool, Prequal, Random, RingHash, RoundRobin, WeightTable, WeightedRoundRobin,
 };
-use crate::endpoint::EndpointState;
 use crate::error::ConfigError;
+use crate::model::EndpointState;
 
 /// Declares the registry: one line per picker, `"name" => Variant(Type,
 /// Table) = |key| constructor`. Adding a picker is its file and one line

@@ -2,7 +2,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::{Pick, Picker, Pool};
-use crate::endpoint::EndpointState;
+use crate::model::EndpointState;
 
 /// Plain round robin: each pick takes the next index, skipping endpoints that
 /// are unavailable. Ignores weights and load (the published study's baseline).
@@ -65,7 +65,7 @@ mod tests {
     #[test]
     fn skips_capped_endpoints() {
         let mut f = Fixture::new(&[1.0, 1.0, 1.0]);
-        f.cap = crate::endpoint::Cap::new(Some(1), false);
+        f.cap = crate::admission::Cap::new(Some(1), false);
         let _busy = f.states[1].try_acquire(Some(1)).unwrap();
         let p = RoundRobin::new();
         let picks: Vec<usize> = (0..6).map(|_| p.pick(&(), &f.cx(&())).unwrap()).collect();

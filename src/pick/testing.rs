@@ -4,10 +4,9 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::sampler::Sampler;
-use super::{Pick, Pool};
-use crate::endpoint::{Birth, Cap, EndpointMeta, EndpointState, Model, Rates};
-use crate::health::{Events, Health, PanicMode, Route, Settings};
+use super::{Pick, Pool, Sampler};
+use crate::admission::{Cap, Route, Terms};
+use crate::model::{Birth, EndpointMeta, EndpointState, Model, Rates};
 use crate::rng::RngSource;
 
 pub(crate) struct Fixture {
@@ -23,19 +22,8 @@ impl Fixture {
         Self::with_lanes(weights, 0)
     }
 
-    /// Endpoints with `lane_mask + 1` lanes (see `endpoint::lanes`).
+    /// Endpoints with `lane_mask + 1` lanes (see `model::lanes`).
     pub(crate) fn with_lanes(weights: &[f64], lane_mask: usize) -> Self {
-        let health = Arc::new(Health::new(Settings {
-            breaker: None,
-            outlier: None,
-            panic_threshold: 0.0,
-            panic_mode: PanicMode::RouteAll,
-            events: Events {
-                balancer: Arc::from("test"),
-                hook: None,
-            },
-            seed: Some(1),
-        }));
         let model = Arc::new(Model {
             epoch: crate::time::Epoch::new(Instant::now()),
             rates: Rates {
@@ -50,8 +38,6 @@ impl Fixture {
             report_expiry_ns: crate::time::nanos(crate::orca::DEFAULT_REPORT_EXPIRY),
             adaptive: None,
             lane_mask,
-            judge_untracked: crate::endpoint::Judge::judges_untracked(&*health),
-            judge: health,
         });
         let states = weights
             .iter()
@@ -64,7 +50,7 @@ impl Fixture {
                     weight: w,
                     meta: EndpointMeta::default(),
                     ramp_start: None,
-                    guards: Default::default(),
+                    gate: Default::default(),
                     observer: None,
                 };
                 Arc::new(EndpointState::new(birth, &model, model.epoch.instant()))
@@ -90,14 +76,11 @@ impl Fixture {
             states: &self.states,
             sampler: &self.sampler,
             table,
-            now,
             now_ns: self.model.nanos(now),
             rates: self.model.rates,
             rng: &self.rng,
-            cap: self.cap,
             lane,
-            avoid: &[],
-            route: Route::Healthy,
+            terms: Terms::new(Route::Healthy, self.cap, &[], now),
         }
     }
 

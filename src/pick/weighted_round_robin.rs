@@ -2,7 +2,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::{Pick, Picker, Pool};
-use crate::endpoint::EndpointState;
+use crate::model::EndpointState;
 
 /// Weights are quantised to integers with this resolution relative to the
 /// largest weight (0.1%), which keeps every share within 0.1 percentage points.

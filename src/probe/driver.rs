@@ -8,12 +8,13 @@ use tokio::time::Instant;
 
 use super::Prober;
 use crate::balance::{Balance, Shared};
-use crate::endpoint::Model;
 use crate::error::{ConfigError, current_runtime};
+use crate::model::Model;
 use crate::orca::{LATENCY_METRIC, LoadReport, RIF_METRIC};
 use crate::pick::Picker;
 use crate::pick::prequal::{Answer, ProbePool, ProbeStats};
 use crate::rng::below;
+use crate::task::TaskGuard;
 
 /// How often an idle driver checks that its balancer still exists.
 const LIVENESS: Duration = Duration::from_secs(1);
@@ -24,7 +25,7 @@ const LIVENESS: Duration = Duration::from_secs(1);
 #[must_use = "dropping `Probes` stops the probes at once"]
 #[derive(Debug)]
 pub struct Probes {
-    task: Option<tokio::task::JoinHandle<()>>,
+    task: TaskGuard,
     pool: Arc<ProbePool>,
 }
 
@@ -32,25 +33,17 @@ impl Probes {
     /// Lets the probes run until the balancer and all its handles are
     /// dropped.
     pub fn detach(mut self) {
-        self.task.take();
+        self.task.detach();
     }
 
     /// True once the driver has stopped.
     pub fn is_finished(&self) -> bool {
-        self.task.as_ref().is_none_or(|t| t.is_finished())
+        self.task.is_finished()
     }
 
     /// What the probes did so far.
     pub fn counts(&self) -> crate::pick::prequal::ProbeCounts {
         self.pool.stats.counts()
-    }
-}
-
-impl Drop for Probes {
-    fn drop(&mut self) {
-        if let Some(t) = self.task.take() {
-            t.abort();
-        }
     }
 }
 
@@ -82,7 +75,7 @@ where
         prober: Arc::new(prober),
     };
     Ok(Probes {
-        task: Some(runtime.spawn(driver.run())),
+        task: TaskGuard::new(runtime.spawn(driver.run())),
         pool,
     })
 }

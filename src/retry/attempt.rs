@@ -11,6 +11,7 @@ use tokio::time::{Instant, Sleep};
 
 use super::Error;
 use super::hedge::Hedger;
+use super::service::Own;
 use super::stats::{RetryStats, bump};
 use crate::balance::MAX_AVOID;
 use crate::scope::Seen;
@@ -32,11 +33,10 @@ pin_project! {
 /// it (a per-try timeout, the next hedge, a backoff or the deadline) and
 /// reset after that.
 ///
-/// Boxed: a tokio `Sleep` is 112 bytes, and the future that holds it is
-/// moved into place by every caller (440 bytes with the timer boxed, 640
-/// without; `benches/interleaved.rs`, `whole`, with the balancer's timer
-/// boxed too: 292–310 → 258–294 ns, alternated). A call that answers
-/// at once never allocates; one that waits allocates the timer once.
+/// Boxed: a tokio `Sleep` is large, and the future that holds it is moved
+/// into place by every caller, so a boxed timer makes every request
+/// cheaper (measured: see docs/performance.md). A call that answers at
+/// once never allocates; one that waits allocates the timer once.
 #[derive(Default)]
 pub(super) struct Timer(Option<Pin<Box<Sleep>>>);
 
@@ -90,13 +90,33 @@ pub(super) struct Tried {
 impl Tried {
     /// Records what a retry or hedge's call saw: the endpoint picked, and
     /// whether the avoid hint reached a balancer at all.
-    pub(super) fn record(&mut self, seen: Seen, stats: &RetryStats) {
-        if self.len > 0 && !seen.reached {
+    ///
+    /// A lost hint is counted
+    /// ([`RetryStats::hints_lost`](super::RetryStats::hints_lost)) and
+    /// raises a `tracing` warning the first time for each wrapped service
+    /// (each balancer, in the usual stack), a debug event after that: the
+    /// stack is miswired, and a warning per retry would flood the log.
+    /// Whatever the avoid list held: behind a layer that defers calls, the
+    /// first attempt's pick never comes back either, so the list is empty.
+    pub(super) fn record<S, R>(&mut self, seen: Seen, stats: &RetryStats, own: &Own<S, R>) {
+        if !seen.reached {
             bump(&stats.hints_lost);
-            tracing::debug!(
-                target: "tower_lb",
-                "retry hint reached no balancer: a layer between the retry layer and the balancer defers calls"
-            );
+            if own.first_lost_hint() {
+                tracing::warn!(
+                    target: "tower_lb",
+                    "a retry's hint to avoid the endpoints it tried reached no balancer: \
+                     a layer between the retry layer and the balancer defers calls to \
+                     another task (tower's Buffer, for one), or the retried service is \
+                     no tower-lb Balance; put such a layer below the balancer or above \
+                     the retry layer (counted in RetryStats::hints_lost; warned once \
+                     per retried service)"
+                );
+            } else {
+                tracing::debug!(
+                    target: "tower_lb",
+                    "retry hint reached no balancer: a layer between the retry layer and the balancer defers calls"
+                );
+            }
         }
         self.push(seen.picked);
     }
@@ -141,8 +161,7 @@ where
     /// percentile.
     ///
     /// An idle slot (the winner's, already emptied by its poll) is left
-    /// as it is. Inlined: out of line, the call cost the stack 17
-    /// instructions per request (callgrind, `benches/interleaved.rs`).
+    /// as it is. Inlined: every request comes here, mostly to do nothing.
     #[inline(always)]
     pub(super) fn cancel(mut self: Pin<&mut Self>, now: Instant, hedger: Option<&Hedger>) {
         let Slot::Running { start, .. } = &*self else {
@@ -174,9 +193,7 @@ where
     /// Polls the attempt; a finished or timed-out attempt leaves the slot idle.
     ///
     /// Inlined into the one loop that polls slots: out of line, its answer
-    /// was moved out through the return and cost the whole stack about 65
-    /// instructions per request (callgrind, `benches/interleaved.rs`,
-    /// `whole`).
+    /// is moved out through the return on every request.
     #[inline(always)]
     pub(super) fn poll_slot(
         mut self: Pin<&mut Self>,

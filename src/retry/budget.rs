@@ -116,8 +116,7 @@ impl Window {
 
     /// Moves the window to `now`, clearing the buckets that expired, and
     /// returns the current bucket's slot. Inline: until the bucket ends this
-    /// is one comparison (called out of line, it was 38 instructions of
-    /// every deposit).
+    /// is one comparison, cheaper than the call.
     #[inline]
     fn rotate(&mut self, now: Instant, epoch: Instant, bucket_ns: u64) -> usize {
         if now >= self.ends {

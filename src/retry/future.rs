@@ -74,8 +74,7 @@ where
     /// the scopes that carry the time and report the pick, so that only
     /// `()` comes back out through them: returned through the scopes and
     /// then moved into the slot, the balancer's future was copied five times
-    /// per request (about a tenth of the retry layer's cost in
-    /// `benches/interleaved.rs`, `retry`).
+    /// per request (measured: see docs/performance.md).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(crate) fn send(

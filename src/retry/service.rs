@@ -1,6 +1,7 @@
 //! [`Retry`]: the service a [`RetryLayer`](super::RetryLayer) wraps around
 //! another.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -32,13 +33,16 @@ pub struct Retry<S, R, C> {
 ///
 /// Cloning the inner service on every call (to keep one for retries, as
 /// `tower::retry` does) cost a `Balance` two reference counts up and two
-/// down per request, on lines every thread calling it writes; most calls
-/// never retry, so the clone is made when one does (`benches/balance.rs`,
-/// `threads/balance_clone`: 11 ns alone, about 105 ns per thread when two
-/// threads clone one `Balance`).
+/// down per request, on lines every thread calling it writes (two threads
+/// cloning one `Balance` pay for it most; measured: see
+/// docs/performance.md); most calls never retry, so the clone is made when
+/// one does.
 pub(crate) struct Own<S, R> {
     pub(crate) shared: Arc<Shared<R>>,
     spare: Mutex<S>,
+    /// A lost hint was warned about (once per wrapped service: see
+    /// [`Tried::record`](super::attempt::Tried::record)).
+    hint_lost_warned: AtomicBool,
 }
 
 impl<S: Clone, R> Own<S, R> {
@@ -46,6 +50,7 @@ impl<S: Clone, R> Own<S, R> {
         Self {
             shared,
             spare: Mutex::new(inner.clone()),
+            hint_lost_warned: AtomicBool::new(false),
         }
     }
 
@@ -53,6 +58,13 @@ impl<S: Clone, R> Own<S, R> {
     pub(crate) fn spare(&self) -> S {
         // Cloning holds no invariant a panic could break halfway.
         self.spare.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl<S, R> Own<S, R> {
+    /// True the first time it is asked, false ever after.
+    pub(crate) fn first_lost_hint(&self) -> bool {
+        !self.hint_lost_warned.swap(true, Ordering::Relaxed)
     }
 }
 

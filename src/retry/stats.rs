@@ -33,7 +33,11 @@ impl RetryStats {
     /// `Balance` deferred the call to another task (`tower::buffer`, for
     /// one), so the balancer could pick a tried endpoint again. Nonzero
     /// means: move that layer below the balancer or above the retry layer
-    /// (see [`call_avoiding`](crate::balance::call_avoiding)).
+    /// (see [`call_avoiding`](crate::balance::call_avoiding)). The first
+    /// lost hint of each retried service also raises a `tracing` warning
+    /// (target `tower_lb`). A retry layer over a service that is no
+    /// tower-lb `Balance` counts every retry here: there is nothing to
+    /// reach.
     pub fn hints_lost(&self) -> u64 {
         self.hints_lost.load(Ordering::Relaxed)
     }

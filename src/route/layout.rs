@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::endpoint::{EndpointState, Locality};
+use crate::model::{EndpointState, Locality};
 
 /// How levels are split between localities.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,8 +10,9 @@ use super::zone::{self, Caller};
 use super::{Callers, Router};
 use std::sync::Arc;
 
-use crate::endpoint::{EndpointState, Locality};
-use crate::health::{PanicMode, Route};
+use crate::admission::Route;
+use crate::health::PanicMode;
+use crate::model::{EndpointState, Locality};
 
 /// The route step's decision at one moment, as
 /// [`Handle::route_plan`](crate::Handle::route_plan) reports it.
@@ -197,7 +198,7 @@ pub(crate) fn counts(layout: &Layout, states: &[Arc<EndpointState>]) -> Vec<Coun
             healthy: set
                 .index
                 .iter()
-                .filter(|&&i| states.get(i as usize).is_some_and(|s| s.health_bits() == 0))
+                .filter(|&&i| states.get(i as usize).is_some_and(|s| !s.is_unhealthy()))
                 .count(),
             total: set.index.len(),
         })

@@ -7,9 +7,10 @@ use super::layout::Layout;
 use super::plan::{Decision, Plan, RoutePlan, decide};
 use super::priority::Count;
 use super::router::Router;
-use crate::endpoint::EndpointState;
-use crate::health::{Health, Route};
-use crate::pick::sampler::Sampler;
+use crate::admission::{Census, Route};
+use crate::health::Health;
+use crate::model::EndpointState;
+use crate::pick::Sampler;
 use crate::pick::{Pick, Picker, Pool};
 
 /// The XXH64 seed that turns an affinity key into its route number. Not the
@@ -82,7 +83,7 @@ impl<T> Routed<T> {
             .sets
             .iter()
             .map(|s| Count {
-                healthy: s.states.iter().filter(|s| s.health_bits() == 0).count(),
+                healthy: s.states.iter().filter(|s| !s.is_unhealthy()).count(),
                 total: s.states.len(),
             })
             .collect();
@@ -98,8 +99,8 @@ impl<T> Routed<T> {
     /// nothing changed) and returns the most restrictive health treatment
     /// of any set, for error reports.
     #[inline]
-    pub(crate) fn census(&self, health: &Health, now_ns: u64) -> Route {
-        let epoch = health.route_epoch(now_ns);
+    pub(crate) fn census(&self, census: &Census, health: &Health, now_ns: u64) -> Route {
+        let epoch = census.epoch(now_ns, health);
         let version = self.router.version();
         if !self.plan.is_current(epoch, version) {
             self.replan(health, epoch, version);
@@ -184,14 +185,11 @@ impl<T> Routed<T> {
             states: &s.states,
             sampler: &s.sampler,
             table: &s.table,
-            now: base.now,
             now_ns: base.now_ns,
             rates: base.rates,
             rng: base.rng,
-            cap: base.cap,
             lane: base.lane,
-            avoid: base.avoid,
-            route,
+            terms: base.terms.with_route(route),
         };
         let i = picker.pick(req, &pool)?;
         self.layout.sets[set].index.get(i).map(|&i| i as usize)

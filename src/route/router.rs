@@ -10,8 +10,8 @@ use super::layout::{Layout, Split};
 use super::plan::{Panic, RoutePlan, counts, decide};
 use super::routed::Routed;
 use super::{Callers, Routing};
-use crate::endpoint::EndpointState;
 use crate::error::ConfigError;
+use crate::model::EndpointState;
 use crate::pick::Picker;
 
 /// One balancer's route step: its settings, and the callers' distribution

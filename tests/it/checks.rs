@@ -17,7 +17,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 use tower::ServiceExt;
 use tower_lb::check::{self, HealthCheck};
-use tower_lb::http::{self, HttpProbe};
+use tower_lb::http::{self, HttpCheck};
 use tower_lb::pick;
 
 /// A backend whose `/healthz` answers 503 while `sick` is set; counts the
@@ -89,7 +89,7 @@ async fn a_failing_endpoint_is_out_after_the_threshold_and_back_after_recovery()
         .healthy_threshold(2)
         .build()
         .unwrap();
-    let checks = check::spawn(&lb, config, HttpProbe::get("/healthz").unwrap()).unwrap();
+    let checks = check::spawn(&lb, config, HttpCheck::get("/healthz").unwrap()).unwrap();
     let sick = &backends[2];
     let state = lb.handle().endpoints()[2].1.clone();
 
@@ -120,7 +120,7 @@ async fn a_failing_endpoint_is_out_after_the_threshold_and_back_after_recovery()
 
     // A second driver for the same balancer is refused.
     let config = HealthCheck::default();
-    let again = check::spawn(&lb, config, HttpProbe::get("/healthz").unwrap());
+    let again = check::spawn(&lb, config, HttpCheck::get("/healthz").unwrap());
     assert_eq!(again.unwrap_err().field(), "health_check");
 
     // Dropping the balancer and its handles stops the driver by itself.
@@ -147,7 +147,7 @@ async fn dropping_the_guard_stops_the_checks_and_clears_their_verdicts() {
         .unhealthy_threshold(1)
         .build()
         .unwrap();
-    let checks = check::spawn(&lb, config, HttpProbe::get("/healthz").unwrap()).unwrap();
+    let checks = check::spawn(&lb, config, HttpCheck::get("/healthz").unwrap()).unwrap();
     let state = lb.handle().endpoints()[0].1.clone();
     eventually("failing", || state.is_failing_check()).await;
     drop(checks);
@@ -197,11 +197,11 @@ fn every_bad_check_setting_is_a_config_error() {
     }
     for bad in ["", "healthz", "/a b"] {
         assert_eq!(
-            HttpProbe::<Empty<Bytes>>::get(bad).unwrap_err().field(),
+            HttpCheck::<Empty<Bytes>>::get(bad).unwrap_err().field(),
             "health_check.path"
         );
     }
-    let p = HttpProbe::<Empty<Bytes>>::get("/ready").unwrap();
+    let p = HttpCheck::<Empty<Bytes>>::get("/ready").unwrap();
     assert!(p.clone().expect(200..=204).is_ok());
     #[allow(clippy::reversed_empty_ranges)]
     let empty = 300..=200;
@@ -266,4 +266,30 @@ async fn an_idle_endpoint_that_fails_is_probed_again_at_the_interval() {
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     assert!(!b.is_failing_check(), "still out 1.5 s after it recovered");
     drop(checks);
+}
+
+/// The health checks' names before 0.1.0 (`Probe`, `probe_fn`,
+/// `HttpProbe`), kept as deprecated aliases: a bound written with the old
+/// trait holds for every check, and the old constructors make the same
+/// checks.
+#[tokio::test]
+#[allow(deprecated)]
+async fn the_old_health_check_names_still_work() {
+    use tower_lb::check::Check;
+    fn old_bound<K, S, P: check::Probe<K, S>>(p: P) -> P {
+        p
+    }
+    async fn by_value(key: &'static str, svc: u32) -> Result<(), String> {
+        if svc == 1 {
+            Ok(())
+        } else {
+            Err(format!("{key}: {svc}"))
+        }
+    }
+    let made: check::ProbeFn<_> = old_bound(check::probe_fn(by_value));
+    let fut: check::ProbeFuture = made.run(&"a", 1);
+    assert_eq!(fut.await, Ok(()));
+    assert_eq!(made.run(&"a", 2).await, Err("a: 2".to_string()));
+    let p: http::HttpProbe<Empty<Bytes>> = http::HttpProbe::get("/ready").unwrap();
+    assert!(p.expect(200..=204).is_ok());
 }

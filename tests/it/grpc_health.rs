@@ -10,9 +10,9 @@ use tokio_stream::wrappers::TcpListenerStream;
 use tonic::transport::Channel;
 use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
-use tower_lb::check::{self, HealthCheck, Probe};
+use tower_lb::check::{self, Check, HealthCheck};
 use tower_lb::endpoint::EndpointState;
-use tower_lb::grpc::{self, GrpcHealthProbe};
+use tower_lb::grpc::{self, GrpcHealthCheck};
 
 /// The service name the servers register.
 const SERVICE: &str = "test.Echo";
@@ -47,13 +47,13 @@ fn channel(origin: &str) -> Channel {
 }
 
 /// `Check` and `Watch` probes of a service name.
-const MAKES: [fn(&str) -> GrpcHealthProbe; 2] = [
-    |name| GrpcHealthProbe::check(name),
-    |name| GrpcHealthProbe::watch(name),
+const MAKES: [fn(&str) -> GrpcHealthCheck; 2] = [
+    |name| GrpcHealthCheck::check(name),
+    |name| GrpcHealthCheck::watch(name),
 ];
 
-async fn probe(p: &GrpcHealthProbe, origin: &str) -> Result<(), String> {
-    Probe::<(), Channel>::probe(p, &(), channel(origin)).await
+async fn probe(p: &GrpcHealthCheck, origin: &str) -> Result<(), String> {
+    Check::<(), Channel>::run(p, &(), channel(origin)).await
 }
 
 /// Both RPCs, every status, a known and an unknown service name.
@@ -78,8 +78,8 @@ async fn check_and_watch_read_the_named_services_status() {
         .set_service_status(SERVICE, ServingStatus::NotServing)
         .await;
     for p in [
-        GrpcHealthProbe::check(SERVICE),
-        GrpcHealthProbe::watch(SERVICE),
+        GrpcHealthCheck::check(SERVICE),
+        GrpcHealthCheck::watch(SERVICE),
     ] {
         let why = probe(&p, &server.origin).await.expect_err("not serving");
         assert!(why.contains("NOT_SERVING"), "{why}");
@@ -92,7 +92,7 @@ async fn a_server_that_is_gone_fails_the_probe() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a local port");
     let origin = format!("http://{}", listener.local_addr().expect("an address"));
     drop(listener);
-    let got = probe(&GrpcHealthProbe::check(SERVICE), &origin).await;
+    let got = probe(&GrpcHealthCheck::check(SERVICE), &origin).await;
     assert!(got.is_err(), "{got:?}");
 }
 

@@ -48,6 +48,7 @@ mod reqwest_middleware;
 mod reqwest_readme;
 mod resilience;
 mod retry_deadline;
+mod retry_hints;
 mod retry_spare;
 mod route;
 mod server;

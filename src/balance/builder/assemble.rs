@@ -10,8 +10,9 @@ use tokio::time::Instant;
 
 use super::super::{Balance, Built, Entry, Member, Shared, Snapshot};
 use super::{Builder, DEFAULT_NAME, Settings};
-use crate::endpoint::{CapCell, Model, Rates};
+use crate::admission::{CapCell, GuardSettings};
 use crate::health::{Events, Health, Settings as HealthSettings};
+use crate::model::{Model, Rates};
 use crate::pick::Picker;
 use crate::rng::RngSource;
 use crate::route::{Panic as RoutePanic, Router};
@@ -27,7 +28,9 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         let now = Instant::now();
         let name = cfg.name.take().unwrap_or_else(|| Arc::from(DEFAULT_NAME));
         let health = Arc::new(Health::new(HealthSettings {
-            breaker: cfg.breaker.take(),
+            guards: GuardSettings {
+                breaker: cfg.breaker.take(),
+            },
             outlier: cfg.outlier.take(),
             panic_threshold: cfg.panic_threshold,
             panic_mode: cfg.panic_mode,
@@ -37,7 +40,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             },
             seed: cfg.seed,
         }));
-        let model = Arc::new(model(&cfg, &health, now));
+        let model = Arc::new(model(&cfg, now));
         let observer = cfg.observer.map(|make| {
             make(&Built {
                 algorithm: self.picker.name(),
@@ -53,12 +56,13 @@ impl<K, S, P, C> Builder<K, S, P, C> {
             },
         ));
         let shared = Arc::new(Shared {
-            set: ArcSwap::from_pointee(Snapshot::new(&self.picker, &router, Vec::new(), 1)),
+            set: ArcSwap::from_pointee(Snapshot::new(&self.picker, &router, Vec::new(), 1, &None)),
             generation: AtomicU64::new(0),
             picker: self.picker,
             classify: self.classify,
             writer: Mutex::new(()),
             model,
+            census: Arc::clone(&health.census),
             health,
             rng: RngSource::new(cfg.seed),
             cap: CapCell::new(cfg.cap, cfg.load.adaptive.is_some()),
@@ -84,8 +88,8 @@ impl<K, S, P, C> Builder<K, S, P, C> {
 }
 
 /// The endpoint model of a balancer built from `cfg`: its time constants,
-/// penalties and limits, and `health` as the judge of finished calls.
-fn model<K, S>(cfg: &Settings<K, S>, health: &Arc<Health>, now: Instant) -> Model {
+/// penalties and limits.
+fn model<K, S>(cfg: &Settings<K, S>, now: Instant) -> Model {
     Model {
         epoch: crate::time::Epoch::new(now),
         rates: Rates {
@@ -100,11 +104,9 @@ fn model<K, S>(cfg: &Settings<K, S>, health: &Arc<Health>, now: Instant) -> Mode
         report_expiry_ns: crate::time::nanos(cfg.load.report_expiry),
         adaptive: cfg.load.adaptive,
         lane_mask: if cfg.load.per_thread && cfg.cap.is_none() && cfg.load.adaptive.is_none() {
-            crate::endpoint::mask_for_cores()
+            crate::model::mask_for_cores()
         } else {
             0
         },
-        judge_untracked: crate::endpoint::Judge::judges_untracked(&**health),
-        judge: Arc::clone(health) as _,
     }
 }

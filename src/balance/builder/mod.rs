@@ -9,12 +9,12 @@ use super::load::LoadSettings;
 use super::{Balance, Label, MakeObserver};
 use crate::breaker::CircuitBreakerConfig;
 use crate::classify::ErrIsFailure;
-use crate::endpoint::{
+use crate::error::{ConfigError, check_bounded, check_positive, check_weight};
+use crate::health::{DEFAULT_PANIC_THRESHOLD, PanicMode};
+use crate::model::{
     DEFAULT_DECAY, DEFAULT_FAILURE_DECAY, DEFAULT_FAILURE_PENALTY, DEFAULT_RTT,
     DEFAULT_SAMPLE_DECAY, EndpointMeta, SlowStart,
 };
-use crate::error::{ConfigError, check_bounded, check_positive, check_weight};
-use crate::health::{DEFAULT_PANIC_THRESHOLD, PanicMode};
 use crate::outlier::OutlierDetection;
 use crate::pick::{PeakEwma, Picker};
 use crate::route::Routing;

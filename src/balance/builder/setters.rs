@@ -9,8 +9,8 @@ use super::Builder;
 #[cfg(feature = "metrics")]
 use crate::balance::Observer;
 use crate::breaker::CircuitBreakerConfig;
-use crate::endpoint::{AdaptiveConcurrency, EndpointMeta, SlowStart};
 use crate::health::{HealthEvent, PanicMode};
+use crate::model::{AdaptiveConcurrency, EndpointMeta, SlowStart};
 use crate::outlier::OutlierDetection;
 use crate::pick::Picker;
 use crate::route::Routing;
@@ -235,11 +235,10 @@ impl<K, S, P, C> Builder<K, S, P, C> {
     /// core, up to 8; see [`EndpointState::in_flight`](crate::endpoint::EndpointState::in_flight)
     /// for what the accessors report), so the threads of a multi-threaded
     /// runtime do not write each other's cache lines on every call: two
-    /// threads on one balancer move 2.05× one thread's requests, as two
-    /// balancers do, where the shared view moves 1.02×
-    /// (`benches/balance.rs`, `threads`; 1.84–2.01× against 1.48–1.64× in
-    /// the medians of `benches/interleaved.rs`). A failure is still seen
-    /// by every thread at once.
+    /// threads on one balancer then move about twice one thread's
+    /// requests, as two balancers do, where the shared view moves little
+    /// more than one thread's (measured: see docs/performance.md). A
+    /// failure is still seen by every thread at once.
     ///
     /// It is off by default because each thread then weighs only its own
     /// calls, as a balancer per worker would: the lab's HTTP mode on two

@@ -53,8 +53,8 @@ pub struct CircuitBreaker {
     /// evicts is one like it, the totals stay, and a success cannot trip
     /// the breaker. Racing a failure, the skipped success counts as
     /// recorded just before it, which the window cannot tell apart. The
-    /// lock and the window were 190 of the 2,450 instructions per request
-    /// of the whole stack (callgrind, `benches/interleaved.rs`, `whole`).
+    /// lock and the window were a large share of the whole stack's cost
+    /// per request (measured: see docs/performance.md).
     quiet: AtomicBool,
     /// End of the open wait, ns since `epoch`.
     open_until: AtomicU64,

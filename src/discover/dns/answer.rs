@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::SrvRecord;
 use crate::discover::Target;
-use crate::endpoint::EndpointMeta;
+use crate::model::EndpointMeta;
 
 /// The endpoint weight of an SRV record with weight 0. RFC 2782: such
 /// records "SHOULD have a very small chance of being selected" when others

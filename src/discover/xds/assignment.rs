@@ -12,7 +12,7 @@ use envoy_types::pb::envoy::config::endpoint::v3::lb_endpoint::HostIdentifier;
 use envoy_types::pb::envoy::config::endpoint::v3::{ClusterLoadAssignment, LbEndpoint};
 
 use crate::discover::{Target, TargetState};
-use crate::endpoint::{EndpointMeta, Locality};
+use crate::model::{EndpointMeta, Locality};
 
 /// The label naming the cluster an xDS endpoint came from.
 pub const CLUSTER_LABEL: &str = "xds.cluster";

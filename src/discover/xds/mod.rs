@@ -62,8 +62,8 @@ use tonic::transport::Endpoint;
 
 use super::{Source, Stats};
 use crate::balance::Handle;
-use crate::endpoint::Locality;
 use crate::error::ConfigError;
+use crate::model::Locality;
 use crate::pick::Picker;
 use crate::retry::Backoff;
 

@@ -18,8 +18,8 @@ pub use retry_after::parse_retry_after;
 pub(crate) use common::{Common, common_setters};
 
 use super::body::{KeepHead, TrackBody};
+use crate::admission::Completion;
 use crate::classify::{Classify, FailureKind, MAX_RETRY_AFTER, Outcome};
-use crate::endpoint::Completion;
 use crate::error::{ConfigError, check_positive};
 use crate::orca::LoadReport;
 

@@ -148,7 +148,7 @@ mod tests {
         // Without a bound the home takes it.
         assert_eq!(place(&cx, None, &order, &rank, [0].into_iter()), Some(0));
         // Every endpoint at max_in_flight: none.
-        f.cap = crate::endpoint::Cap::new(Some(1), false);
+        f.cap = crate::admission::Cap::new(Some(1), false);
         let _h = [f.states[1].try_acquire(None), f.states[2].try_acquire(None)];
         let cx = f.cx(&());
         assert_eq!(place(&cx, Some(1.0), &order, &rank, [0].into_iter()), None);
@@ -162,7 +162,7 @@ mod tests {
         // A retry avoids 1 and 2; 0 is over its cap of 1 but the only one left.
         let avoid = [1u64, 2];
         let mut cx = f.cx(&());
-        cx.avoid = &avoid;
+        cx.terms = crate::admission::Terms::new(cx.terms.route, cx.terms.cap, &avoid, cx.terms.now);
         assert_eq!(
             place(&cx, Some(1.0), &order, &rank, [1, 2, 0].into_iter()),
             Some(0)

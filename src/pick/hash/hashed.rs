@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use super::bounded::{check, place};
 use super::{HashTable, point};
-use crate::endpoint::EndpointState;
 use crate::error::ConfigError;
+use crate::model::EndpointState;
 use crate::pick::key::RequestKey;
 use crate::pick::{PeakEwma, Pick, Picker, Pool};
 

@@ -1,8 +1,8 @@
 use std::sync::Arc;
 
 use super::{Hashed, Lookup};
-use crate::endpoint::EndpointState;
 use crate::error::ConfigError;
+use crate::model::EndpointState;
 use crate::pick::PeakEwma;
 
 /// Default lookup-table size: 65537, the prime the Maglev paper (Eisenbud et

@@ -90,7 +90,7 @@ pub use maglev::{
 pub use modulo::{KeyHash, ModuloLookup};
 pub use ring::{DEFAULT_VNODES, MAX_RING_POINTS, MAX_VNODES, Ring, RingHash, RingLookup};
 
-use crate::endpoint::EndpointState;
+use crate::model::EndpointState;
 
 /// The per-snapshot table of a hash picker: its lookup structure `L`, the
 /// endpoints in key order, and the fallback picker's table `F`.

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::{Hashed, Lookup};
-use crate::endpoint::EndpointState;
+use crate::model::EndpointState;
 use crate::pick::PeakEwma;
 
 /// Modulo hashing: the endpoint at position `hash(key) mod n` of the
@@ -64,7 +64,7 @@ mod tests {
             c[p.pick(&k, &f.cx(&t)).unwrap()] += 1;
         }
         assert!(c.iter().all(|&c| (9_000..11_000).contains(&c)), "{c:?}");
-        f.cap = crate::endpoint::Cap::new(Some(1), false);
+        f.cap = crate::admission::Cap::new(Some(1), false);
         let _busy = f.states[2].try_acquire(None);
         for k in 0..1000u64 {
             assert_ne!(p.pick(&k, &f.cx(&t)), Some(2));

@@ -1,8 +1,8 @@
 use std::sync::Arc;
 
 use super::{Hashed, Lookup};
-use crate::endpoint::EndpointState;
 use crate::error::ConfigError;
+use crate::model::EndpointState;
 use crate::pick::PeakEwma;
 
 /// Default ring points per unit of weight: 150, the value the published study's
@@ -231,7 +231,7 @@ mod tests {
         let p = ring();
         let t = Picker::table(&p, &f.states);
         let home = p.pick(&7, &f.cx(&t)).unwrap();
-        f.cap = crate::endpoint::Cap::new(Some(1), false);
+        f.cap = crate::admission::Cap::new(Some(1), false);
         let _busy = f.states[home].try_acquire(None);
         let next = p.pick(&7, &f.cx(&t)).unwrap();
         assert_ne!(next, home);

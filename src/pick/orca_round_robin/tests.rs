@@ -139,7 +139,7 @@ async fn the_schedule_is_smooth_and_skips_capped_endpoints() {
         .max()
         .unwrap_or(0);
     assert!(longest <= 2, "{seq:?}");
-    f.cap = crate::endpoint::Cap::new(Some(1), false);
+    f.cap = crate::admission::Cap::new(Some(1), false);
     let _busy = f.states[0].try_acquire(Some(1)).unwrap();
     assert!(close(&shares(&f, &p, &t, 4000), &[0.0, 0.5, 0.5]));
 }

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Pick, Picker, Pool};
-use crate::endpoint::EndpointState;
 use crate::error::{ConfigError, check_positive};
+use crate::model::EndpointState;
 use crate::pick::PeakEwma;
 
 mod pool;

@@ -105,7 +105,7 @@ pub const OWN_VETO: f64 = 2.0;
 /// is no worse, and it fell on every other fleet measured. Second, the
 /// fastest cold candidate is
 /// passed over for the least loaded hot one when it is expected to take
-/// more than [`COLD_SLOWDOWN`] times as long. With one replica ten times
+/// more than `COLD_SLOWDOWN` times as long. With one replica ten times
 /// slower than the rest (10 replicas, 5 clients, 0.8 load; the lab's
 /// family) the rule as published chose the slow replica whenever every
 /// fast answer in the pool was hot, and its p99 was 1.36 times tower's

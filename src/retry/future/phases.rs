@@ -166,7 +166,7 @@ where
         prepare(&shared.replay, &mut req, *self.deadline, now);
         let tried = &self.tried.ids[..self.tried.len];
         let (fut, seen) = scope::at(now, || scoped(tried, || service.call(req)));
-        self.tried.record(seen, &shared.stats);
+        self.tried.record(seen, &shared.stats, own);
         *self.attempts += 1;
         *self.hedges_sent += 1;
         bump(&shared.stats.hedges);
@@ -263,7 +263,7 @@ where
         prepare(&shared.replay, &mut req, *self.deadline, now);
         let tried = &self.tried.ids[..self.tried.len];
         let (fut, seen) = scope::at(now, || scoped(tried, || service.call(req)));
-        self.tried.record(seen, &shared.stats);
+        self.tried.record(seen, &shared.stats, own);
         *self.attempts += 1;
         *self.retries += 1;
         bump(&shared.stats.retries);

@@ -4,10 +4,6 @@
 
 use std::time::Duration;
 
-use tokio::time::Instant;
-
-use super::EndpointState;
-use super::state::NO_RAMP;
 use crate::error::{ConfigError, check_positive};
 
 /// Envoy's default aggression: a linear ramp.
@@ -148,54 +144,6 @@ impl SlowStart {
         }
         let ramp = (t / window).powf(1.0 / self.aggression);
         ramp.max(self.min_weight_percent / 100.0)
-    }
-}
-
-/// An endpoint's ramp, read on the request path (the state's hot line holds
-/// where it started).
-impl EndpointState {
-    /// Weight `w` after slow start at `now_ns`, for a ramp that started at
-    /// `ramp_start` (`NO_RAMP`: none).
-    #[inline(always)]
-    pub(crate) fn ramped(&self, w: f64, ramp_start: u64, now_ns: u64) -> f64 {
-        // `ramp_start` is only set when the model has slow start.
-        match ramp_start {
-            NO_RAMP => w,
-            start => match &self.model.slow_start {
-                Some(ss) => w * ss.factor(now_ns.saturating_sub(start)),
-                None => w,
-            },
-        }
-    }
-
-    /// The slow-start factor at `now_ns`, in `[0, 1]`: 1 when not ramping.
-    #[inline(always)]
-    pub(crate) fn ramp_ns(&self, now_ns: u64, lane: usize) -> f64 {
-        match self.lane(lane).ramp_start {
-            NO_RAMP => 1.0,
-            start => self
-                .model
-                .slow_start
-                .as_ref()
-                .map_or(1.0, |ss| ss.factor(now_ns.saturating_sub(start))),
-        }
-    }
-
-    /// How far into its ramp this endpoint is at `now_ns` (the window when it
-    /// never ramped or has finished): what a re-insertion resumes from.
-    pub(crate) fn ramp_elapsed_ns(&self, now_ns: u64) -> u64 {
-        let Some(ss) = &self.model.slow_start else {
-            return 0;
-        };
-        match self.lane(0).ramp_start {
-            NO_RAMP => ss.window_ns(),
-            start => now_ns.saturating_sub(start).min(ss.window_ns()),
-        }
-    }
-
-    /// The weight after slow start, at `now`.
-    pub fn effective_weight(&self, now: Instant) -> f64 {
-        self.view(0).weight_ns(self.model.nanos(now))
     }
 }
 

@@ -1,4 +1,4 @@
-//! [`HttpProbe`]: an active health check over HTTP.
+//! [`HttpCheck`]: an active health check over HTTP.
 
 use std::marker::PhantomData;
 use std::ops::RangeInclusive;
@@ -8,7 +8,7 @@ use http::{Method, Request, Response};
 use tower::ServiceExt;
 use tower_service::Service;
 
-use crate::check::{Probe, ProbeFuture};
+use crate::check::{Check, CheckFuture};
 use crate::error::ConfigError;
 
 /// Probes an endpoint with `GET path` through the endpoint's own service
@@ -29,16 +29,16 @@ use crate::error::ConfigError;
 /// # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 /// let client = Client::builder(TokioExecutor::new()).build_http::<Empty<bytes::Bytes>>();
 /// let lb = http::balance(client, ["http://10.0.0.1:8080", "http://10.0.0.2:8080"])?.build()?;
-/// let checks = check::spawn(&lb, HealthCheck::default(), http::HttpProbe::get("/healthz")?)?;
+/// let checks = check::spawn(&lb, HealthCheck::default(), http::HttpCheck::get("/healthz")?)?;
 /// # checks.detach(); Ok(()) }
 /// ```
-pub struct HttpProbe<B> {
+pub struct HttpCheck<B> {
     path: PathAndQuery,
     expect: RangeInclusive<u16>,
     body: PhantomData<fn() -> B>,
 }
 
-impl<B> Clone for HttpProbe<B> {
+impl<B> Clone for HttpCheck<B> {
     fn clone(&self) -> Self {
         Self {
             path: self.path.clone(),
@@ -48,16 +48,16 @@ impl<B> Clone for HttpProbe<B> {
     }
 }
 
-impl<B> std::fmt::Debug for HttpProbe<B> {
+impl<B> std::fmt::Debug for HttpCheck<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpProbe")
+        f.debug_struct("HttpCheck")
             .field("path", &self.path)
             .field("expect", &self.expect)
             .finish()
     }
 }
 
-impl<B> HttpProbe<B> {
+impl<B> HttpCheck<B> {
     /// Probes with `GET path` (a path and optional query, such as
     /// `/healthz` or `/ready?full=1`), expecting a 2xx answer.
     ///
@@ -97,7 +97,7 @@ impl<B> HttpProbe<B> {
     }
 }
 
-impl<K, S, B, RB> Probe<K, S> for HttpProbe<B>
+impl<K, S, B, RB> Check<K, S> for HttpCheck<B>
 where
     S: Service<Request<B>, Response = Response<RB>> + Send + 'static,
     S::Future: Send,
@@ -105,7 +105,7 @@ where
     B: Default + Send + 'static,
     RB: Send + 'static,
 {
-    fn probe(&self, _key: &K, service: S) -> ProbeFuture {
+    fn run(&self, _key: &K, service: S) -> CheckFuture {
         let mut req = Request::new(B::default());
         *req.method_mut() = Method::GET;
         *req.uri_mut() = self.path.clone().into();
@@ -121,3 +121,10 @@ where
         })
     }
 }
+
+/// The old name of [`HttpCheck`].
+#[deprecated(
+    since = "0.1.0",
+    note = "renamed `http::HttpCheck`, apart from the probing picker's `http::LoadProbe`"
+)]
+pub type HttpProbe<B> = HttpCheck<B>;

@@ -62,6 +62,12 @@ impl Parallelism {
         unpack(self.packed.load(Ordering::Relaxed)).1
     }
 
+    /// The floor latency in ns and the parallelism, from one load.
+    #[inline(always)]
+    pub(crate) fn read(&self) -> (f64, f64) {
+        unpack(self.packed.load(Ordering::Relaxed))
+    }
+
     /// The floor latency in ns (infinite before the first sample).
     pub(crate) fn floor(&self) -> f64 {
         unpack(self.packed.load(Ordering::Relaxed)).0

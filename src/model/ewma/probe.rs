@@ -1,5 +1,5 @@
-//! When a failed endpoint is due a probe, and the stamp's flag bits that
-//! say so.
+//! When a failed endpoint is due a probe (the misses it counts are flag
+//! bits of the EWMA's stamp, in `ewma.rs`).
 
 use super::Rates;
 
@@ -38,29 +38,4 @@ pub(super) fn probe_due(dt: u64, est: f64, misses: u64, rates: Rates) -> bool {
     let dt = dt as i64 as f64;
     (dt * rates.failure >= PROBE_AFTER && dt >= est)
         || (misses >= PROBE_MISSES && dt >= PROBE_EARLY_NS && est <= rates.penalty)
-}
-
-/// The stamp's low bit: the last sample was a failure.
-pub(super) const FAILED: u64 = 1;
-
-/// The stamp's next bits, after a failure: how many picks drew the
-/// endpoint and passed it over since (saturating at [`PROBE_MISSES`]).
-pub(super) const MISS: u64 = 2;
-
-/// The stamp's flag bits (the time keeps the rest: 256 ns of precision).
-pub(super) const FLAGS: u64 = 0xFF;
-
-/// The stamp's time.
-pub(super) const TIME: u64 = !FLAGS;
-
-/// The stamp of a sample taken at `now_ns`: rounded up, so that a read at
-/// the same time sees no idleness at all.
-#[inline(always)]
-pub(super) fn stamp_of(now_ns: u64) -> u64 {
-    now_ns.saturating_add(FLAGS) & TIME
-}
-
-#[inline(always)]
-pub(super) fn misses(raw: u64) -> u64 {
-    (raw & FLAGS) >> 1
 }

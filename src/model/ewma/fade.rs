@@ -1,7 +1,7 @@
 //! How an idle estimate loses its hold: its excess over the floor fades in
 //! floors, and an estimate too old to describe the replica is stale.
 
-use super::decay;
+use crate::time::exp_neg;
 
 /// While an endpoint takes no calls, its estimate's excess over its floor
 /// latency (its unloaded service time, see `parallelism.rs`) fades with a
@@ -34,7 +34,7 @@ fn peak_rate(floor_ns: f64, latency: f64) -> f64 {
 pub(super) fn fade_excess(est: f64, floor_ns: f64, dt: u64, latency: f64) -> f64 {
     if est > floor_ns {
         let rel = peak_rate(floor_ns, latency) - latency;
-        floor_ns + (est - floor_ns) * decay(dt, rel)
+        floor_ns + (est - floor_ns) * exp_neg(dt as i64 as f64 * rel)
     } else {
         est
     }

@@ -3,6 +3,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use super::*;
+use crate::admission::{Cap, InFlight, Lane, Route, Terms, admit};
 use crate::outcome::{FailureKind, Outcome};
 use crate::pick::testing::Fixture;
 
@@ -31,9 +32,14 @@ fn a_thread_keeps_its_lane_and_threads_take_turns() {
 
 /// A call started in lane `lane` of endpoint 0.
 fn start(f: &Fixture, lane: usize, now_ns: u64) -> InFlight {
-    Lane::new(Arc::clone(&f.states[0]), lane)
-        .start(&f.states[0], None, now_ns, |_| Ok::<_, ()>(None))
-        .expect("no cap")
+    let terms = Terms::new(
+        Route::Healthy,
+        Cap::default(),
+        &[],
+        f.model.epoch.at(now_ns),
+    );
+    let handle = Lane::new(Arc::clone(&f.states[0]), lane, None);
+    admit(&terms, &f.states[0], &handle, now_ns).expect("no cap")
 }
 
 #[test]
@@ -168,6 +174,6 @@ fn lanes_are_opt_in_and_a_cap_or_adaptive_limits_keep_one() {
     assert_eq!(mask(on()), mask_for_cores());
     assert_eq!(mask(on().per_thread_load(false)), 0);
     assert_eq!(mask(on().max_in_flight(4)), 0);
-    let limits = crate::endpoint::AdaptiveConcurrency::default();
+    let limits = crate::model::AdaptiveConcurrency::default();
     assert_eq!(mask(on().adaptive_concurrency(limits)), 0);
 }

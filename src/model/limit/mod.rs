@@ -32,9 +32,8 @@
 //! endpoint's natural spread: raise it for endpoints whose latency varies
 //! widely without load.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::EndpointState;
 use crate::error::ConfigError;
 
 /// Default tolerance: latency up to 1.25× the floor counts as unqueued.
@@ -252,82 +251,6 @@ impl Limit {
     /// A call timed out or was shed: cut the limit.
     pub(crate) fn dropped(&self, cfg: &AdaptiveConcurrency) {
         self.set(cfg.clamp(self.get() * DROP_FACTOR));
-    }
-}
-
-/// What bounds the calls in flight on each endpoint of a balancer: the
-/// builder's fixed [`max_in_flight`](crate::balance::Builder::max_in_flight),
-/// the adaptive limit, both (the lower wins) or neither.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Cap {
-    fixed: Option<usize>,
-    adaptive: bool,
-}
-
-impl Cap {
-    pub(crate) fn new(fixed: Option<usize>, adaptive: bool) -> Self {
-        Self { fixed, adaptive }
-    }
-
-    /// True when nothing bounds the calls in flight.
-    #[inline(always)]
-    pub(crate) fn is_unlimited(self) -> bool {
-        self.fixed.is_none() && !self.adaptive
-    }
-
-    /// The in-flight count at which `s` takes no more calls, now.
-    #[inline(always)]
-    pub(crate) fn of(self, s: &EndpointState) -> Option<usize> {
-        match (self.fixed, self.adaptive) {
-            (f, false) => f,
-            (None, true) => Some(s.adaptive_cap()),
-            (Some(f), true) => Some(f.min(s.adaptive_cap())),
-        }
-    }
-
-    /// Whether `s` is at its cap.
-    #[inline(always)]
-    pub(crate) fn reached(self, s: &EndpointState) -> bool {
-        self.of(s).is_some_and(|c| s.in_flight() >= c)
-    }
-}
-
-/// A balancer's [`Cap`], whose fixed part can change at run time
-/// ([`Handle::set_max_in_flight`](crate::Handle::set_max_in_flight)): one
-/// relaxed load per call reads it.
-#[derive(Debug)]
-pub(crate) struct CapCell {
-    /// The fixed cap, 0 for none (a cap is at least 1).
-    fixed: AtomicUsize,
-    adaptive: bool,
-}
-
-impl CapCell {
-    pub(crate) fn new(fixed: Option<usize>, adaptive: bool) -> Self {
-        Self {
-            fixed: AtomicUsize::new(fixed.unwrap_or(0)),
-            adaptive,
-        }
-    }
-
-    /// The cap now.
-    #[inline(always)]
-    pub(crate) fn get(&self) -> Cap {
-        Cap::new(self.fixed(), self.adaptive)
-    }
-
-    /// The fixed cap now.
-    #[inline(always)]
-    pub(crate) fn fixed(&self) -> Option<usize> {
-        match self.fixed.load(Ordering::Relaxed) {
-            0 => None,
-            n => Some(n),
-        }
-    }
-
-    /// Replaces the fixed cap (`Some(0)` is refused by the caller).
-    pub(crate) fn set_fixed(&self, fixed: Option<usize>) {
-        self.fixed.store(fixed.unwrap_or(0), Ordering::Relaxed);
     }
 }
 

@@ -1,38 +1,31 @@
-//! The one per-endpoint model of load, latency and outcomes.
+//! The endpoint model: what an endpoint is like, learned from the calls it
+//! takes. Pure: it knows nothing of admission or health.
 //!
-//! Every part of the crate (pickers, breakers, ejection, metrics, the lab)
-//! reads an endpoint's [`EndpointState`]; nothing keeps a second copy of "how
-//! is endpoint i doing". All fields change in place through atomics: a pick
-//! reads them without locks, a response writes them without locks.
+//! Every part of the crate (pickers, admission, breakers, ejection,
+//! metrics, the lab) reads an endpoint's [`EndpointState`]; nothing keeps a
+//! second copy of "how is endpoint i doing". All fields change in place
+//! through atomics: a pick reads them without locks, a response writes them
+//! without locks.
 //!
-//! * **Load:** requests in flight, held by an [`InFlight`] guard from
-//!   dispatch until the call ends, fails, times out or is dropped; released
-//!   exactly once.
-//! * **Latency:** peak-EWMA with a spread term and decay while idle, a
-//!   failure ratio, and the parallelism the endpoint shows without queueing
-//!   (see [`PeakEwma`](crate::pick::PeakEwma) for how a pick uses them).
-//! * **Placement:** weight, slow-start ramp, [`EndpointMeta`] (locality,
-//!   priority, labels), draining.
-//! * **Reported load:** the endpoint's last [ORCA load report](crate::orca),
-//!   trusted for a bounded time, and A58's weight inputs.
-//! * **Concurrency limit:** with [`AdaptiveConcurrency`], a limit on calls in
-//!   flight learned from latency against the floor.
-//! * **Health inputs:** the endpoint's guards (its circuit breaker and
-//!   outlier counters), which the model stores but never reads: the
-//!   [health owner](crate::health) admits, judges and reads through them,
-//!   and writes the health bits the pickers read.
+//! * **The record** ([`state`]): identity, counters, placement, and what
+//!   [admission](crate::admission) keeps on the endpoint ([`Gate`]), which
+//!   the model stores and never reads.
+//! * **The request path** ([`lanes`]): the in-flight count, the latency
+//!   estimate and the parallelism, one cache line per lane, and the reads a
+//!   pick makes and the record a call's end writes.
+//! * **Latency:** peak-EWMA with a spread term, decay while idle, a failure
+//!   ratio, staleness and the failed endpoint's probe ([`ewma`]), and the
+//!   parallelism the endpoint shows without queueing ([`parallelism`]).
+//! * **Placement:** weight, slow-start ramp ([`slow_start`]),
+//!   [`EndpointMeta`] (locality, priority, labels), draining.
+//! * **Reported load** ([`reported`]): the endpoint's last
+//!   [ORCA load report](crate::orca), trusted for a bounded time.
+//! * **Limits** ([`limit`]): with [`AdaptiveConcurrency`], a limit on calls
+//!   in flight learned from latency against the floor.
 //!
-//! How a finished call is recorded: the guard measures the latency, asks the
-//! classifier for the outcome, feeds the latency model, then hands the call
-//! to the health owner (breaker, outlier rules, events, metrics). A call the
-//! stack times out (the balancer's own timeout, a retry layer's per-try
-//! timeout) is a failure of kind [`Timeout`](crate::classify::FailureKind::Timeout);
-//! a call its caller abandons (a dropped future, a lost hedge) records only
-//! how long it waited, as a lower bound on the endpoint's latency.
+//! Public names are re-exported by [`crate::endpoint`].
 
-mod completion;
 mod ewma;
-mod inflight;
 mod lanes;
 mod limit;
 mod meta;
@@ -40,15 +33,9 @@ mod parallelism;
 mod reported;
 mod slow_start;
 mod state;
-mod view;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
-pub use completion::Completion;
-pub use inflight::InFlight;
 pub use limit::{
     AdaptiveConcurrency, DEFAULT_GROWTH, DEFAULT_INITIAL_LIMIT, DEFAULT_MAX_LIMIT,
     DEFAULT_MIN_LIMIT, DEFAULT_SMOOTHING, DEFAULT_TOLERANCE, DROP_FACTOR, MAX_LIMIT,
@@ -57,17 +44,12 @@ pub use meta::{EndpointMeta, Locality};
 pub use reported::ReportedLoad;
 pub(crate) use slow_start::RampMemory;
 pub use slow_start::{DEFAULT_AGGRESSION, DEFAULT_MIN_WEIGHT_PERCENT, MAX_MEMORY, SlowStart};
-pub(crate) use state::{BREAKER, CHECK, EJECTED, SOFT};
+pub(crate) use state::{Birth, Gate};
 pub use state::{EndpointState, Estimate};
 
-pub(crate) use state::Birth;
+pub(crate) use ewma::{Rates, stale_after};
+pub(crate) use lanes::{View, current as current_lane, mask_for_cores};
 
-pub(crate) use ewma::{Idle, Rates, decay, stale_after};
-pub(crate) use lanes::{Lane, current as current_lane, mask_for_cores};
-pub(crate) use limit::{Cap, CapCell};
-pub(crate) use view::View;
-
-use crate::guards::Pass;
 use crate::outcome::Outcome;
 
 /// Default decay time constant τ of the latency EWMA: 10 s, as in Finagle and
@@ -107,8 +89,8 @@ pub const DEFAULT_FAILURE_DECAY: Duration = Duration::from_secs(2);
 /// The longest `Retry-After` hint that is turned into a latency penalty: 30 s.
 pub const MAX_RETRY_AFTER_PENALTY: Duration = Duration::from_secs(30);
 
-/// Settings shared by all endpoints of one balancer: the latency model and
-/// the owner that judges finished calls.
+/// Settings shared by all endpoints of one balancer: the latency model's
+/// time constants, penalties and limits.
 pub(crate) struct Model {
     pub(crate) epoch: crate::time::Epoch,
     pub(crate) rates: Rates,
@@ -119,14 +101,9 @@ pub(crate) struct Model {
     pub(crate) report_expiry_ns: u64,
     /// Adaptive per-endpoint concurrency limits, when on.
     pub(crate) adaptive: Option<AdaptiveConcurrency>,
-    /// The health owner: breakers, outlier detection, events, metrics.
-    pub(crate) judge: Arc<dyn Judge>,
     /// The lanes each endpoint uses, minus one (see [`lanes`]): 0 with a
     /// cap or adaptive limits, which need the exact count.
     pub(crate) lane_mask: usize,
-    /// [`Judge::judges_untracked`], read once: when false, a call with no
-    /// pass ends without the call into the judge.
-    pub(crate) judge_untracked: bool,
 }
 
 impl std::fmt::Debug for Model {
@@ -145,34 +122,9 @@ impl std::fmt::Debug for Model {
 impl Model {
     /// Nanoseconds since the balancer's epoch (0 before it; saturating).
     #[inline]
-    pub(crate) fn nanos(&self, t: Instant) -> u64 {
+    pub(crate) fn nanos(&self, t: tokio::time::Instant) -> u64 {
         self.epoch.nanos(t)
     }
-}
-
-/// What the endpoint model hands a finished or abandoned call to: the
-/// balancer's health owner ([`crate::health`]). A trait so that the model
-/// does not depend on the owner above it.
-pub(crate) trait Judge: Send + Sync + 'static {
-    /// A call ended with `outcome` after `latency`, at `now_ns` since the
-    /// epoch (the latency model has recorded it already).
-    fn finished(
-        &self,
-        state: &EndpointState,
-        pass: Option<Pass>,
-        outcome: &Outcome,
-        latency: Duration,
-        now_ns: u64,
-    );
-
-    /// A call was dropped by its caller before it ended: it says nothing
-    /// about the endpoint (what its `pass` holds is given back).
-    fn abandoned(&self, state: &EndpointState, pass: Option<Pass>);
-
-    /// Whether [`finished`](Self::finished) does anything for a call that
-    /// holds no pass from the guards (outlier detection, for one). Asked once,
-    /// when the balancer is built: the answer must not change afterwards.
-    fn judges_untracked(&self) -> bool;
 }
 
 /// Per-endpoint observer for finished calls (metrics implement it), created

@@ -72,15 +72,15 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-mod decay;
 mod fade;
 mod probe;
+mod stamp;
 
-pub(crate) use decay::decay;
+use crate::time::decay;
 use fade::fade_excess;
 pub(crate) use fade::stale_after;
-use probe::PROBE_MISSES;
-use probe::{FAILED, MISS, TIME, misses, probe_due, stamp_of};
+use probe::{PROBE_MISSES, probe_due};
+use stamp::{FAILED, MISS, TIME, misses, stamp_of};
 
 #[derive(Debug)]
 pub(crate) struct Ewma {
@@ -108,7 +108,7 @@ pub(crate) struct Rates {
 }
 
 /// What a read of the EWMAs gives, decayed to the time of the read (the
-/// tests' view; readers go through `view.rs`, which also applies the probe).
+/// tests' view; readers go through `lanes.rs`, which also applies the probe).
 #[cfg(test)]
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Reading {
@@ -165,14 +165,49 @@ impl Idle {
     }
 }
 
-/// The weight of the old estimate after `dt` since a sample whose stamp
-/// is `raw`: on the failure clock after a failure, else the latency one.
+/// The failure ratio `failure` decayed over `dt`: only paying for the decay
+/// when there is something to decay.
 #[inline(always)]
-fn idle_weight(raw: u64, dt: u64, rates: Rates) -> f64 {
-    if raw & FAILED == 0 {
-        decay(dt, rates.latency)
+fn decayed_failure(failure: f64, dt: u64, rates: Rates) -> f64 {
+    if failure > 0.0 {
+        failure * decay(dt, rates.failure)
     } else {
-        decay(dt, rates.failure)
+        0.0
+    }
+}
+
+/// [`Ewma::read_idle`] of an estimate whose last sample succeeded, `dt`
+/// ago: its excess over the floor faded, then the idle fade as a factor.
+#[inline(always)]
+fn answered(est: f64, spread: f64, failure: f64, dt: u64, rates: Rates, floor_ns: f64) -> Idle {
+    Idle {
+        est: fade_excess(est, floor_ns, dt, rates.latency),
+        spread: spread.max(0.0),
+        weight: decay(dt, rates.latency),
+        failure: decayed_failure(failure, dt, rates),
+        due: false,
+        idle: 1.0,
+        waiting: false,
+        since: dt,
+    }
+}
+
+/// [`Ewma::read_idle`] of an estimate whose last sample (stamped `raw`,
+/// `dt` ago) failed: its estimate stands, decaying on the failure clock,
+/// until a probe is due.
+#[cold]
+#[inline(never)]
+fn read_failed(est: f64, spread: f64, failure: f64, raw: u64, dt: u64, rates: Rates) -> Idle {
+    let due = probe_due(dt, est, misses(raw), rates);
+    Idle {
+        est,
+        spread: spread.max(0.0),
+        weight: decay(dt, rates.failure),
+        failure: decayed_failure(failure, dt, rates),
+        due,
+        idle: if due { decay(dt, rates.latency) } else { 1.0 },
+        waiting: !due,
+        since: dt,
     }
 }
 
@@ -340,33 +375,28 @@ impl Ewma {
     }
 
     /// [`read`](Self::read) with the decay left as a factor.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn read_idle(&self, now_ns: u64, rates: Rates, floor_ns: f64) -> Idle {
         let (est, spread) = unpack(self.packed.load(Ordering::Acquire));
         let raw = self.stamp.load(Ordering::Acquire);
         let failure = f64::from_bits(self.failure.load(Ordering::Relaxed));
         let dt = now_ns.saturating_sub(raw & TIME);
-        let failed = raw & FAILED != 0;
-        let due = failed && probe_due(dt, est, misses(raw), rates);
-        Idle {
-            est: if failed {
-                est
-            } else {
-                fade_excess(est, floor_ns, dt, rates.latency)
-            },
-            spread: spread.max(0.0),
-            weight: idle_weight(raw, dt, rates),
-            // Only pay for the second decay when there is something to decay.
-            failure: if failure > 0.0 {
-                failure * decay(dt, rates.failure)
-            } else {
-                0.0
-            },
-            due,
-            idle: if due { decay(dt, rates.latency) } else { 1.0 },
-            waiting: failed && !due,
-            since: dt,
+        if raw & FAILED != 0 {
+            return read_failed(est, spread, failure, raw, dt, rates);
         }
+        answered(est, spread, failure, dt, rates, floor_ns)
+    }
+
+    /// [`read_idle`](Self::read_idle) of an estimate whose last sample
+    /// succeeded; `None` when it failed (then read it with `read_idle`, out
+    /// of line): the request path's read while every endpoint answers.
+    #[inline(always)]
+    pub(crate) fn read_answered(&self, now_ns: u64, rates: Rates, floor_ns: f64) -> Option<Idle> {
+        let (est, spread) = unpack(self.packed.load(Ordering::Acquire));
+        let raw = self.stamp.load(Ordering::Acquire);
+        let failure = f64::from_bits(self.failure.load(Ordering::Relaxed));
+        let dt = now_ns.saturating_sub(raw & TIME);
+        (raw & FAILED == 0).then(|| answered(est, spread, failure, dt, rates, floor_ns))
     }
 
     /// Counts that a pick drew this failed endpoint, not yet due a probe,
