@@ -107,6 +107,10 @@ async fn a_stale_idle_endpoint_is_tried_again_within_a_thousand_peer_latencies()
         (3, &[100.0; 8], 10.0, 10_000, false),
         (3, &[100.0; 8], 10.0, 20_000, false),
         (3, &[100.0; 8], 10.0, 25_000, true),
+        // A newcomer (no answer yet: its estimate is the 30 ms prior) is
+        // tried at once, as an equal of the best, not after the prior fades.
+        (3, &[][..], 5.0, 0, true),
+        (10, &[], 1.0, 0, true),
         // Eight answers, its fastest within twice the pool's: tried.
         (
             3,
