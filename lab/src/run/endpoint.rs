@@ -28,8 +28,8 @@ use crate::record::Recorder;
 use crate::scenario::Scenario;
 use crate::scenario::target::TargetSpec;
 
-/// A load probe's round trip in `--sim` (the open-loop model's 1 ms, as
-/// in Prequal's simulation; over HTTP the loopback's own).
+/// A load probe's round trip in `--sim` (1 ms, as in Prequal's
+/// simulation; over HTTP the loopback's own).
 pub const SIM_LOAD_PROBE_RTT: Duration = Duration::from_millis(1);
 
 /// The hyper-util client used in http mode.
