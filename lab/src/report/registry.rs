@@ -28,7 +28,8 @@ pub struct EtcdRow {
 pub struct Registered {
     /// The backend's name.
     pub backend: String,
-    /// Its key was written (the lease granted and the key put).
+    /// Its registration was sent (the lease grant and the key's put; kept
+    /// once both succeeded).
     pub registered_s: Option<f64>,
     /// Every client balancer had it (through its etcd watch); for a
     /// rival, when its `Discover` stream was sent the insertion.

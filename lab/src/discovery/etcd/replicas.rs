@@ -15,7 +15,7 @@ use crate::report::round;
 /// When things happened to one replica.
 #[derive(Debug, Default, Clone)]
 pub struct Times {
-    /// `register` returned.
+    /// Its registration was sent (stamped once `register` succeeded).
     pub registered: Option<Instant>,
     /// Every balancer that may have it had it.
     pub in_pool: Option<Instant>,
@@ -77,9 +77,13 @@ impl Replicas {
     ///
     /// tower-lb-etcd's, as text (also kept for the report).
     pub async fn join(&self, i: usize) -> Result<(), String> {
+        // Stamped when the registration is sent, not when its answer comes
+        // back: a watcher may see the key before the registering side hears
+        // that its put succeeded.
+        let sent = Instant::now();
         match register(&self.client, &self.target, self.values[i].clone(), self.ttl).await {
             Ok(reg) => {
-                self.edit(i, |t| t.registered = Some(Instant::now()));
+                self.edit(i, |t| t.registered = Some(sent));
                 lock(&self.regs)[i] = Some(reg);
                 Ok(())
             }
