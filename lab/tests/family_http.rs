@@ -4,13 +4,12 @@
 //! identical replicas answering in 200 µs, 8 closed-loop users, the
 //! default picker, 10 s measured after a 1 s warm-up (the family's case
 //! `l01`). After the first second no replica may get under a tenth of its
-//! fair share for more than 1 s, and none over 2.5 times it in any 1 s
-//! window (no herd). The issue's herd bound is 2: with 8 users on 16
-//! workers a replica's latency does not rise with its load, and the
-//! default holds whatever split of the users its estimates favour (4/3/1,
-//! 5/2/1), so one run in five or so puts 2.0–2.2 times the fair share on a
-//! replica; 2.5 still fails the herd the issue reported (98% on one
-//! replica: 2.94).
+//! fair share for more than 1 s, and none over twice it in any 1 s
+//! window (no herd: the issue reported 98% on one replica, 2.94 times the
+//! fair share). Before the default credited a replica no more parallelism
+//! than the load it spreads, it held whatever split of the users its
+//! estimates first favoured, and one run in five went over 2; since, the
+//! busiest window has stayed within 1.5 of the fair share.
 //!
 //! A test binary of its own: cargo runs test binaries one at a time, so no
 //! other lab test competes with it for the cores while it measures.
@@ -40,7 +39,7 @@ fn http_lan_three_replicas_default_no_starvation() {
     let mut timeline = String::new();
     r.timelines(&mut timeline);
     assert!(
-        s.starved_s <= 1 && s.max_mean <= 2.5,
+        s.starved_s <= 1 && s.max_mean <= 2.0,
         "a replica starved for {} s; the busiest 1 s window at {:.2} of the fair share\n{timeline}",
         s.starved_s,
         s.max_mean

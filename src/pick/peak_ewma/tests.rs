@@ -136,3 +136,45 @@ fn weights_dominate_between_identical_endpoints() {
     let counts = f.counts(&PeakEwma::new(), 10_000);
     assert!(counts[0] >= 9_500, "{counts:?}");
 }
+
+/// Three endpoints answering `ms` with parallelism `p` learned (each
+/// served `p` calls at once at its floor), `in_flight` calls each now:
+/// which of them 100 picks choose.
+fn chosen(ms: [f64; 3], p: usize, in_flight: [usize; 3], picker: PeakEwma) -> Vec<usize> {
+    use crate::outcome::Outcome;
+    let f = Fixture::new(&[1.0; 3]);
+    for (s, (ms, n)) in f.states.iter().zip(ms.iter().zip(in_flight)) {
+        s.record(&Outcome::Success, (ms * 1e6) as u64, 0, p, 0);
+        for _ in 0..n {
+            s.take_slot(None, 0);
+        }
+    }
+    let counts = f.counts(&picker, 100);
+    (0..3).filter(|&i| counts[i] > 0).collect()
+}
+
+#[test]
+fn a_replica_is_credited_no_more_parallelism_than_the_load_spread() {
+    // (estimates ms, learned p, in flight, chosen)
+    let cases = [
+        // A fifth faster, twice the others' load: credited p = 1 + 8/3,
+        // not 8, so its load counts and the others take the call (with
+        // p = 8 it would cost 0.8 · 12/8 = 1.2 against 10/8 = 1.25).
+        ([0.8, 1.0, 1.0], 8, [4, 2, 2], vec![1, 2]),
+        // Markedly faster: it keeps the call despite its load.
+        ([0.6, 1.0, 1.0], 8, [4, 2, 2], vec![0]),
+        // The load even: the fastest takes it.
+        ([0.8, 1.0, 1.0], 8, [2, 2, 2], vec![0]),
+        // Loaded beyond its learned parallelism, the credit does not bind
+        // (the mean in flight is over p): the formula as it was.
+        ([0.8, 1.0, 1.0], 2, [8, 4, 4], vec![1, 2]),
+        ([0.5, 1.0, 1.0], 2, [8, 4, 4], vec![0]),
+    ];
+    for (ms, p, in_flight, want) in cases {
+        let got = chosen(ms, p, in_flight, PeakEwma::new().spread_factor(0.0));
+        assert_eq!(got, want, "{ms:?} ms, p = {p}, in flight {in_flight:?}");
+    }
+    // Finagle's formula (p = 1) is unchanged: 0.8 · 5 = 4 against 3.
+    let classic = PeakEwma::new().spread_factor(0.0).learn_parallelism(false);
+    assert_eq!(chosen([0.8, 1.0, 1.0], 8, [4, 2, 2], classic), vec![1, 2]);
+}
