@@ -364,3 +364,75 @@ fn bad_settings_are_named() {
     let p = Prequal::new();
     assert!(!Arc::ptr_eq(p.pool(), p.clone().pool()));
 }
+
+#[test]
+fn a_choice_slow_beside_the_fast_latency_is_no_choice() {
+    // (latency ms, failure, fast latency ms, slow): slow past 2.5 times
+    // the fast latency, weighed by failures; nothing known (0) is fast.
+    let cases: &[(f64, f64, f64, bool)] = &[
+        (40.0, 0.0, 5.0, true),
+        (12.5, 0.0, 5.0, false),
+        (12.6, 0.0, 5.0, true),
+        (10.0, 0.0, 5.0, false),
+        // 10 ms failing half its calls costs 40 ms.
+        (10.0, 0.5, 5.0, true),
+        (40.0, 0.0, 0.0, false),
+    ];
+    for &(ms, f, fast, want) in cases {
+        let c = cand(0, 1.0, ms, f);
+        assert_eq!(is_slow(&c, fast * 1e6), want, "{ms} ms, f {f}, fast {fast}");
+    }
+}
+
+#[test]
+fn a_pool_left_with_slow_answers_falls_back() {
+    // (answers as (rif, latency ms), chosen): the recent answers say a fast
+    // endpoint answers in 5 ms (their 0.25 quantile).
+    type Case = (&'static [(f64, f64)], Option<u64>);
+    let cases: &[Case] = &[
+        // Only the slow class left: no choice, the fallback picks.
+        (&[(0.0, 40.0), (1.0, 42.0)], None),
+        // A fast one among them, hot but the least loaded of the hot: it
+        // (the cold slow one is over four times its latency).
+        (&[(0.0, 40.0), (1.0, 9.0), (2.0, 42.0)], Some(2)),
+        // Queueing within the bound: the rule's choice stands.
+        (&[(3.0, 12.0), (4.0, 11.0)], Some(1)),
+    ];
+    for &(answers, want) in cases {
+        let p = pool(Prequal::new());
+        // The history: 32 answers, a quarter at 5 ms or less.
+        for k in 0..32u64 {
+            let ms = if k % 4 == 0 { 5.0 } else { 40.0 };
+            p.insert(answer(100 + k, 0.0, ms, 0));
+        }
+        for k in 100..132 {
+            p.forget(k);
+        }
+        for (id, &(rif, ms)) in (1u64..).zip(answers) {
+            p.insert(answer(id, rif, ms, 0));
+        }
+        let before = p.answers().len();
+        assert_eq!(p.choose(0, any).map(|i| i as u64), want, "{answers:?}");
+        if want.is_none() {
+            assert_eq!(p.answers().len(), before, "nothing spent");
+        }
+    }
+}
+
+#[test]
+fn answers_without_a_latency_leave_the_fast_latency_alone() {
+    let p = pool(Prequal::new());
+    for k in 0..16 {
+        p.insert(answer(k, 0.0, 40.0, 0));
+    }
+    // Endpoints with no latency yet (0) do not make 40 ms look slow.
+    for k in 16..64 {
+        p.insert(answer(k, 0.0, 0.0, 0));
+    }
+    for k in 0..64 {
+        p.forget(k);
+    }
+    p.insert(answer(1, 0.0, 40.0, 0));
+    p.insert(answer(2, 1.0, 41.0, 0));
+    assert_eq!(p.choose(0, any), Some(1));
+}
