@@ -11,6 +11,7 @@ use crate::error::{ConfigError, check_positive};
 use crate::model::EndpointState;
 use crate::pick::PeakEwma;
 
+mod failing;
 mod pool;
 mod rule;
 mod stats;

@@ -5,6 +5,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::Settings;
+use super::failing::Failing;
 use super::rule::{Candidate, FAST_QUANTILE, hot_cold, is_slow, quantile};
 
 /// Most answers a pool may keep.
@@ -45,6 +46,16 @@ pub struct Answer {
     pub own: u32,
     /// Picks made on it.
     pub uses: u32,
+    /// The share of its answers over its last second that the server
+    /// counted failed (its report's `eps` over `rps_fractional`); `None`
+    /// when it said nothing (no calls in that second, or no such figures).
+    /// The pool weighs the larger of this and the balancer's own failure
+    /// ratio: a replica that fails every call fast answers probes idle and
+    /// fast, and without the server's word every client balancer would
+    /// learn it from calls of its own, again after each of its model's
+    /// failure probes. See [`Failing`](super::failing::Failing) for what an
+    /// answer with no word means after one that said it fails.
+    pub failure: Option<f64>,
 }
 
 /// A balancer's probe answers and the probes it owes.
@@ -75,6 +86,8 @@ struct State {
     /// The latencies of the last answers that gave one; their
     /// [`FAST_QUANTILE`] is the fast latency.
     latencies: History,
+    /// The endpoints whose servers said they fail.
+    failing: Failing,
 }
 
 /// The last [`HISTORY`] values of a kind, a ring, and their quantile,
@@ -134,11 +147,13 @@ impl ProbePool {
                     at_ns: 0,
                     own: 0,
                     uses: 0,
+                    failure: None,
                 }; MAX_POOL],
                 len: 0,
                 oldest_next: true,
                 rifs: History::EMPTY,
                 latencies: History::EMPTY,
+                failing: Failing::EMPTY,
             }),
             owed: AtomicU64::new(0),
             wake: tokio::sync::Notify::new(),
@@ -189,9 +204,11 @@ impl ProbePool {
 
     /// Keeps an answer: it replaces an older one of the same endpoint, else
     /// the oldest when the pool is full.
-    pub fn insert(&self, answer: Answer) {
+    pub fn insert(&self, mut answer: Answer) {
         let cap = self.settings.pool_size;
         let mut s = self.lock();
+        let (id, at) = (answer.id, answer.at_ns);
+        answer.failure = Some(s.failing.take(id, at, answer.failure, MAX_FAILURE));
         if let Some(k) = s.answers[..s.len].iter().position(|a| a.id == answer.id) {
             s.remove(k);
         } else if s.len >= cap {
@@ -201,9 +218,14 @@ impl ProbePool {
         s.answers[len] = answer;
         s.len += 1;
         s.rifs.push(answer.rif, self.settings.rif_quantile);
-        // No latency yet (0) says nothing of speed.
-        if answer.latency_ns > 0.0 {
-            s.latencies.push(answer.latency_ns, FAST_QUANTILE);
+        // No latency yet (0) says nothing of speed, and a server that fails
+        // its calls fast is not fast: its answers are weighed as a pick
+        // weighs them, and one failing past the bound's are left out.
+        let failure = answer.failure.unwrap_or(0.0);
+        if answer.latency_ns > 0.0 && failure < MAX_FAILURE {
+            let ok = 1.0 - failure;
+            s.latencies
+                .push(answer.latency_ns / (ok * ok), FAST_QUANTILE);
         }
     }
 
@@ -248,7 +270,8 @@ impl ProbePool {
         }; MAX_POOL];
         let mut n = 0;
         for (slot, a) in s.answers[..s.len].iter().enumerate() {
-            if let Some((index, failure, own, own_ns)) = resolve(a)
+            if let Some((index, own_failure, own, own_ns)) = resolve(a)
+                && let failure = own_failure.max(a.failure.unwrap_or(0.0))
                 && failure < MAX_FAILURE
             {
                 let finished = a.own.saturating_sub(own);

@@ -148,6 +148,7 @@ fn answer(id: u64, rif: f64, latency_ms: f64, at_ms: u64) -> Answer {
         at_ns: at_ms * 1_000_000,
         own: 0,
         uses: 0,
+        failure: None,
     }
 }
 
@@ -435,4 +436,58 @@ fn answers_without_a_latency_leave_the_fast_latency_alone() {
     p.insert(answer(1, 0.0, 40.0, 0));
     p.insert(answer(2, 1.0, 41.0, 0));
     assert_eq!(p.choose(0, any), Some(1));
+}
+
+#[test]
+fn a_server_that_said_it_fails_stays_failing_through_its_quiet() {
+    use super::failing::{Failing, HOLD_MIN_NS, HOLD_SPREAD_NS, hold_ns};
+    const S: u64 = 1_000_000_000;
+    // Endpoint 7's server said it fails at 0 s; hold until `h`.
+    let h = hold_ns(7, 0);
+    assert!((HOLD_MIN_NS..HOLD_MIN_NS + HOLD_SPREAD_NS).contains(&h));
+    // Each case a run of answers as (endpoint, at ns, the server's word,
+    // the share the pool keeps).
+    type Word = (u64, u64, Option<f64>, f64);
+    let table: Vec<Vec<Word>> = vec![
+        // No word, never failing: nothing known, 0.
+        vec![(7, 0, None, 0.0)],
+        // Said it fails: that share; then no word within the hold: 1.
+        vec![(7, 0, Some(1.0), 1.0), (7, h - 1, None, 1.0)],
+        // No word after the hold: nothing known again.
+        vec![(7, 0, Some(0.8), 0.8), (7, h, None, 0.0)],
+        // It serves again (a word under the bound): forgotten at once.
+        vec![
+            (7, 0, Some(1.0), 1.0),
+            (7, S / 10, Some(0.1), 0.1),
+            (7, S / 5, None, 0.0),
+        ],
+        // Another endpoint's quiet is not 7's.
+        vec![(7, 0, Some(1.0), 1.0), (8, S / 10, None, 0.0)],
+    ];
+    for answers in table {
+        let mut f = Failing::EMPTY;
+        for &(id, at, word, want) in &answers {
+            assert_eq!(f.take(id, at, word, MAX_FAILURE), want, "{answers:?}");
+        }
+    }
+    // Holds differ from endpoint to endpoint and time to time (the clients
+    // of one fleet try again one at a time).
+    let holds: std::collections::HashSet<u64> = (0..32).map(|k| hold_ns(7, k * S / 7)).collect();
+    assert!(holds.len() > 16, "{holds:?}");
+}
+
+#[test]
+fn the_pool_weighs_the_servers_word_on_failures() {
+    // (endpoint 1's word, chosen): endpoint 1 is idle and fast, 2 busier.
+    let cases: &[(Option<f64>, u64)] = &[(None, 1), (Some(0.0), 1), (Some(0.9), 2)];
+    for &(word, want) in cases {
+        let p = pool(Prequal::new());
+        p.insert(Answer {
+            failure: word,
+            ..answer(1, 0.0, 1.0, 0)
+        });
+        p.insert(answer(2, 2.0, 3.0, 0));
+        p.insert(answer(3, 3.0, 3.0, 0));
+        assert_eq!(p.choose(0, any), Some(want as usize), "{word:?}");
+    }
 }
