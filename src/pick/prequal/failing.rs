@@ -56,6 +56,11 @@ impl Failing {
         }
     }
 
+    /// Whether endpoint `id` is held failing at `now_ns`.
+    pub(crate) fn holds(&self, id: u64, now_ns: u64) -> bool {
+        self.held.iter().any(|&(i, u)| i == id && now_ns < u)
+    }
+
     fn oldest(&self) -> usize {
         (0..SLOTS).min_by_key(|&k| self.held[k].1).unwrap_or(0)
     }

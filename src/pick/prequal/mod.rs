@@ -10,6 +10,7 @@ use super::{Pick, Picker, Pool};
 use crate::error::{ConfigError, check_positive};
 use crate::model::EndpointState;
 use crate::pick::PeakEwma;
+use pool::Choice;
 
 mod failing;
 mod pool;
@@ -342,7 +343,7 @@ impl<Req, P: Pick<Req>> Pick<Req> for Prequal<P> {
     fn pick(&self, req: &Req, cx: &Pool<'_, Self::Table>) -> Option<usize> {
         self.pool.owe();
         let table = cx.table();
-        let chosen = self.pool.choose(cx.now_ns, |a| {
+        let chosen = self.pool.choose_or_slow(cx.now_ns, |a| {
             let i = if a.hint < cx.len() && cx.endpoint(a.hint).id() == a.id {
                 a.hint
             } else {
@@ -363,15 +364,22 @@ impl<Req, P: Pick<Req>> Pick<Req> for Prequal<P> {
                 .then_some((i, e.failure_rate, own, own_ns))
         });
         let stats = &self.pool.stats;
-        match chosen {
-            Some(i) => {
+        let slow = match chosen {
+            Choice::Pick(i) => {
                 ProbeStats::add(&stats.pooled);
-                Some(i)
+                return Some(i);
             }
-            None => {
-                ProbeStats::add(&stats.fallback);
-                self.fallback.pick(req, &cx.with_table(&table.inner))
-            }
+            Choice::Slow(i) => Some(i),
+            Choice::None => None,
+        };
+        ProbeStats::add(&stats.fallback);
+        let picked = self.fallback.pick(req, &cx.with_table(&table.inner));
+        // The fallback's own model tries a failed endpoint again after a
+        // while, by design; over a slow choice, not one whose server still
+        // says it fails.
+        match (picked, slow) {
+            (Some(j), Some(i)) if self.pool.server_fails(cx.endpoint(j).id(), cx.now_ns) => Some(i),
+            _ => picked,
         }
     }
 

@@ -58,6 +58,17 @@ pub struct Answer {
     pub failure: Option<f64>,
 }
 
+/// What one pick's use of the pool gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Choice {
+    /// The endpoint at this position in the pick's pool.
+    Pick(usize),
+    /// The rule's choice, dropped as slow ([`is_slow`]).
+    Slow(usize),
+    /// No choice: too few usable answers.
+    None,
+}
+
 /// A balancer's probe answers and the probes it owes.
 ///
 /// A [`Prequal`](super::Prequal) picker owns one; its probe driver
@@ -244,11 +255,25 @@ impl ProbePool {
     /// counts the use on the answer chosen, and removes one more answer,
     /// alternately the oldest and the worst. Returns the chosen endpoint's
     /// position in the pick's pool.
+    #[cfg(test)]
     pub(crate) fn choose(
         &self,
         now_ns: u64,
-        mut resolve: impl FnMut(&Answer) -> Option<(usize, f64, u32, f64)>,
+        resolve: impl FnMut(&Answer) -> Option<(usize, f64, u32, f64)>,
     ) -> Option<usize> {
+        match self.choose_or_slow(now_ns, resolve) {
+            Choice::Pick(i) => Some(i),
+            Choice::Slow(_) | Choice::None => None,
+        }
+    }
+
+    /// [`choose`](Self::choose), telling apart a choice dropped as slow
+    /// ([`is_slow`]: its position, its answer not spent) from no choice.
+    pub(crate) fn choose_or_slow(
+        &self,
+        now_ns: u64,
+        mut resolve: impl FnMut(&Answer) -> Option<(usize, f64, u32, f64)>,
+    ) -> Choice {
         let st = &self.settings;
         let mut s = self.lock();
         let max_age = st.max_age_ns;
@@ -288,16 +313,19 @@ impl ProbePool {
         }
         // One answer is no choice: a pick from it alone is a random pick.
         if n < MIN_CANDIDATES {
-            return None;
+            return Choice::None;
         }
-        let c = cands[hot_cold(&cands[..n], s.rifs.value)?];
+        let Some(k) = hot_cold(&cands[..n], s.rifs.value) else {
+            return Choice::None;
+        };
+        let c = cands[k];
         let fast_ns = if s.latencies.seen >= FAST_AFTER {
             s.latencies.value
         } else {
             0.0
         };
         if is_slow(&c, fast_ns) {
-            return None;
+            return Choice::Slow(c.index);
         }
         let threshold_slot = c.slot;
         let a = &mut s.answers[threshold_slot];
@@ -307,7 +335,13 @@ impl ProbePool {
             s.remove(threshold_slot);
         }
         s.remove_one();
-        Some(c.index)
+        Choice::Pick(c.index)
+    }
+
+    /// Whether endpoint `id`'s server said it fails, within the hold
+    /// ([`Failing`]) at `now_ns`.
+    pub(crate) fn server_fails(&self, id: u64, now_ns: u64) -> bool {
+        self.lock().failing.holds(id, now_ns)
     }
 }
 

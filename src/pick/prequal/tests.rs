@@ -491,3 +491,40 @@ fn the_pool_weighs_the_servers_word_on_failures() {
         assert_eq!(p.choose(0, any), Some(want as usize), "{word:?}");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_choice_beats_a_fallback_whose_server_says_it_fails() {
+    // (endpoint 0's server word, chosen): this balancer's own model has
+    // endpoint 0 fastest (its fallback takes it); the pool holds only slow
+    // answers of 1 and 2 beside a history of fast ones.
+    let cases: &[(Option<f64>, usize)] = &[(None, 0), (Some(0.0), 0), (Some(1.0), 1)];
+    for &(word, want) in cases {
+        let f = Fixture::new(&[1.0; 3]);
+        let now = f.model.nanos(tokio::time::Instant::now());
+        for (i, ms) in [(0, 1), (1, 40), (2, 40)] {
+            let ns = ms * 1_000_000;
+            f.states[i].record(&Outcome::Success, ns, now, 1, 0);
+        }
+        let p = Prequal::new().max_uses(1000);
+        let table = Picker::table(&p, &f.states);
+        let at = now / 1_000_000;
+        for k in 0..32u64 {
+            let ms = if k % 4 == 0 { 5.0 } else { 40.0 };
+            p.pool().insert(answer(100 + k, 0.0, ms, at));
+        }
+        for k in 100..132 {
+            p.pool().forget(k);
+        }
+        // Endpoint 0 answered its probe with a word on failures, and left
+        // the pool (a failed probe, or used).
+        p.pool().insert(Answer {
+            failure: word,
+            ..answer(0, 0.0, 1.0, at)
+        });
+        p.pool().forget(0);
+        p.pool().insert(answer(1, 0.0, 40.0, at));
+        p.pool().insert(answer(2, 1.0, 41.0, at));
+        let i = Pick::<()>::pick(&p, &(), &f.cx(&table));
+        assert_eq!(i, Some(want), "{word:?}");
+    }
+}
