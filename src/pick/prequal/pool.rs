@@ -53,8 +53,10 @@ pub struct Answer {
     /// ratio: a replica that fails every call fast answers probes idle and
     /// fast, and without the server's word every client balancer would
     /// learn it from calls of its own, again after each of its model's
-    /// failure probes. See [`Failing`](super::failing::Failing) for what an
-    /// answer with no word means after one that said it fails.
+    /// failure probes. An answer with no word, after one that said the
+    /// server fails, keeps it failing for a while (the pool's hold, 0.5 to
+    /// 2.5 s, spread per endpoint so that clients try it again one at a
+    /// time).
     pub failure: Option<f64>,
 }
 
