@@ -174,6 +174,7 @@ where
                             at_ns,
                             own,
                             uses: 0,
+                            failure: failure_share(&report),
                         }),
                         None => pool.failed(id),
                     }
@@ -193,6 +194,18 @@ fn reading(r: &LoadReport) -> Option<(f64, f64)> {
         .filter(|v| v.is_finite() && *v >= 0.0)
         .map_or(0.0, |ms| (ms * 1e6).min(3.6e12));
     Some((rif.min(1e9), latency_ns))
+}
+
+/// The share of the server's answers over its last second that failed;
+/// `None` when its report does not say (no answers in that second, or no
+/// such figures).
+fn failure_share(r: &LoadReport) -> Option<f64> {
+    match (r.eps(), r.rps_fractional()) {
+        (Some(e), Some(n)) if e.is_finite() && n.is_finite() && n > 0.0 => {
+            Some((e / n).clamp(0.0, 1.0))
+        }
+        _ => None,
+    }
 }
 
 impl ProbePool {

@@ -108,6 +108,7 @@ fn probing_selection_does_not_allocate() {
                     at_ns: u64::MAX,
                     own: 0,
                     uses: 0,
+                    failure: None,
                 });
             }
             assert!(svc.poll_ready(&mut cx).is_ready());

@@ -10,15 +10,18 @@ use super::{Pick, Picker, Pool};
 use crate::error::{ConfigError, check_positive};
 use crate::model::EndpointState;
 use crate::pick::PeakEwma;
+use pool::Choice;
 
+mod failing;
 mod pool;
+mod rule;
 mod stats;
 #[cfg(test)]
 mod tests;
 
-pub use pool::{
-    Answer, COLD_SLOWDOWN, Candidate, HISTORY, MAX_FAILURE, MAX_POOL, MIN_CANDIDATES, OWN_VETO,
-    ProbePool, hot_cold, quantile,
+pub use pool::{Answer, HISTORY, MAX_FAILURE, MAX_POOL, MIN_CANDIDATES, ProbePool};
+pub use rule::{
+    COLD_SLOWDOWN, Candidate, FAST_QUANTILE, OWN_VETO, SLOW_ANSWER, hot_cold, is_slow, quantile,
 };
 pub use stats::{ProbeCounts, ProbeStats};
 
@@ -44,6 +47,12 @@ pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(1);
 /// and with it they keep the p99 (0.36) but raise the mean (0.57 against
 /// 0.52 of tower's; sim, seeds 1–3).
 pub const DEFAULT_MAX_USES: u32 = 1;
+/// Endpoints the default fallback ([`PeakEwma`]) draws per pick: 8, where
+/// `PeakEwma` alone draws 3. The fallback also takes the picks whose pool
+/// offers only slow answers ([`is_slow`]); in a fleet of two speeds three
+/// draws miss every fast replica often enough to set the tail, and eight
+/// seldom do. It costs a little more only on the picks that fall back.
+pub const FALLBACK_CHOICES: usize = 8;
 /// Default time a probe may take before it counts as failed: 500 ms.
 pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 /// Default probes in flight at once, per balancer: 64.
@@ -66,7 +75,9 @@ pub const DEFAULT_MAX_PROBES_PER_SECOND: f64 = 20_000.0;
 /// asynchronously, from a driver task started with
 /// [`probe::spawn`](crate::probe::spawn): a request never waits for one.
 /// Without answers (no driver, a cold start, every answer used or too old),
-/// the pick falls back to `P` (default [`PeakEwma`]).
+/// or when the rule's choice is slow beside what the recent answers show
+/// the fleet can do ([`is_slow`]), the pick falls back to `P` (default
+/// [`PeakEwma`] drawing [`FALLBACK_CHOICES`]).
 ///
 /// * A pick owes [`probes_per_request`](Self::probes_per_request) probes
 ///   (fractions accumulate), sent to distinct random endpoints; the driver
@@ -163,7 +174,7 @@ impl<P: Clone> Clone for Prequal<P> {
 
 impl Default for Prequal {
     fn default() -> Self {
-        Self::with_fallback(PeakEwma::default())
+        Self::with_fallback(PeakEwma::default().choices(FALLBACK_CHOICES))
     }
 }
 
@@ -175,7 +186,8 @@ impl Prequal {
 }
 
 impl<P> Prequal<P> {
-    /// Falls back to `fallback` when the pool has no usable answer.
+    /// Falls back to `fallback` when the pool has no usable answer, or only
+    /// slow ones ([`is_slow`]).
     pub fn with_fallback(fallback: P) -> Self {
         let settings = Settings::default();
         Self {
@@ -331,7 +343,7 @@ impl<Req, P: Pick<Req>> Pick<Req> for Prequal<P> {
     fn pick(&self, req: &Req, cx: &Pool<'_, Self::Table>) -> Option<usize> {
         self.pool.owe();
         let table = cx.table();
-        let chosen = self.pool.choose(cx.now_ns, |a| {
+        let chosen = self.pool.choose_or_slow(cx.now_ns, |a| {
             let i = if a.hint < cx.len() && cx.endpoint(a.hint).id() == a.id {
                 a.hint
             } else {
@@ -352,15 +364,22 @@ impl<Req, P: Pick<Req>> Pick<Req> for Prequal<P> {
                 .then_some((i, e.failure_rate, own, own_ns))
         });
         let stats = &self.pool.stats;
-        match chosen {
-            Some(i) => {
+        let slow = match chosen {
+            Choice::Pick(i) => {
                 ProbeStats::add(&stats.pooled);
-                Some(i)
+                return Some(i);
             }
-            None => {
-                ProbeStats::add(&stats.fallback);
-                self.fallback.pick(req, &cx.with_table(&table.inner))
-            }
+            Choice::Slow(i) => Some(i),
+            Choice::None => None,
+        };
+        ProbeStats::add(&stats.fallback);
+        let picked = self.fallback.pick(req, &cx.with_table(&table.inner));
+        // The fallback's own model tries a failed endpoint again after a
+        // while, by design; over a slow choice, not one whose server still
+        // says it fails.
+        match (picked, slow) {
+            (Some(j), Some(i)) if self.pool.server_fails(cx.endpoint(j).id(), cx.now_ns) => Some(i),
+            _ => picked,
         }
     }
 

@@ -1,10 +1,12 @@
-//! [`ProbePool`]: a balancer's recent probe answers, and the hot-cold
-//! lexicographic rule that picks among them.
+//! [`ProbePool`]: a balancer's recent probe answers, what they say of the
+//! fleet (the hot threshold, the fast latency), and one pick's use of them.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::Settings;
+use super::failing::Failing;
+use super::rule::{Candidate, FAST_QUANTILE, hot_cold, is_slow, quantile};
 
 /// Most answers a pool may keep.
 pub const MAX_POOL: usize = 64;
@@ -44,106 +46,29 @@ pub struct Answer {
     pub own: u32,
     /// Picks made on it.
     pub uses: u32,
+    /// The share of its answers over its last second that the server
+    /// counted failed (its report's `eps` over `rps_fractional`); `None`
+    /// when it said nothing (no calls in that second, or no such figures).
+    /// The pool weighs the larger of this and the balancer's own failure
+    /// ratio: a replica that fails every call fast answers probes idle and
+    /// fast, and without the server's word every client balancer would
+    /// learn it from calls of its own, again after each of its model's
+    /// failure probes. An answer with no word, after one that said the
+    /// server fails, keeps it failing for a while (the pool's hold, 0.5 to
+    /// 2.5 s, spread per endpoint so that clients try it again one at a
+    /// time).
+    pub failure: Option<f64>,
 }
 
-/// What the pool knows of a candidate when it chooses.
-#[derive(Debug, Clone, Copy)]
-pub struct Candidate {
-    /// The answer's position in the pool.
-    pub slot: usize,
-    /// Its endpoint's position in the pick's pool.
-    pub index: usize,
-    /// Requests in flight, as answered (and counted on since).
-    pub rif: f64,
-    /// The expected latency, ns.
-    pub latency_ns: f64,
-    /// The endpoint's recent failure ratio on this balancer.
-    pub failure: f64,
-    /// What this balancer's own model expects of it, ns (`+∞` for
-    /// nothing known): its latency estimate times its requests in flight
-    /// over its parallelism, plus one.
-    pub own_ns: f64,
-}
-
-/// The `q` quantile of `values` (the lower of two neighbours), `0.0` for
-/// none. Sorts `values`.
-pub fn quantile(values: &mut [f64], q: f64) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    values.sort_unstable_by(f64::total_cmp);
-    values[((values.len() - 1) as f64 * q.clamp(0.0, 1.0)) as usize]
-}
-
-/// A cold candidate expected to take more than this many times the
-/// latency of the hot one the rule would take instead is passed over: it
-/// is not spare capacity but a slow replica (a grey failure that no
-/// health check sees, or the slow class of a mixed fleet), cold only
-/// because everyone avoids it.
-pub const COLD_SLOWDOWN: f64 = 4.0;
-
-/// A candidate this balancer's own model expects to take more than this
-/// many times the best candidate's is passed over, whatever its answer
-/// says: see [`hot_cold`].
-pub const OWN_VETO: f64 = 2.0;
-
-/// The hot-cold lexicographic rule (Prequal): among candidates whose RIF is
-/// at most `threshold` ("cold"), the lowest expected latency; when none is
-/// cold, the lowest RIF. Both are weighed by `1 / (1 − f)²` for an endpoint
-/// failing a share `f` of its calls (as `PeakEwma` weighs its cost). Ties
-/// go to the earlier candidate (the older answer). `None` for no candidate.
-///
-/// Two guards are ours, not the paper's. First, a candidate this
-/// balancer's own model (its latency estimate, in-flight calls and
-/// parallelism, [`Candidate::own_ns`]) expects to take more than
-/// [`OWN_VETO`] times the best candidate's is passed over: a probe's
-/// answer tells the replica's queue, but the replica's speed lags in it
-/// (the median of its recent latencies at that queue), while this
-/// balancer's own estimate takes a slowdown at its first slow answer. With
-/// one client over 8 replicas that slow down every 2 s (the lab's family)
-/// the probes alone made the p99 1.09 times tower's p2c; with the veto it
-/// is no worse, and it fell on every other fleet measured. Second, the
-/// fastest cold candidate is
-/// passed over for the least loaded hot one when it is expected to take
-/// more than `COLD_SLOWDOWN` times as long. With one replica ten times
-/// slower than the rest (10 replicas, 5 clients, 0.8 load; the lab's
-/// family) the rule as published chose the slow replica whenever every
-/// fast answer in the pool was hot, and its p99 was 1.36 times tower's
-/// p2c.
-pub fn hot_cold(candidates: &[Candidate], threshold: f64) -> Option<usize> {
-    // What this balancer saw itself vetoes: a candidate its own model
-    // expects to take more than `OWN_VETO` times the best one's.
-    let best_own = candidates
-        .iter()
-        .map(|c| c.own_ns)
-        .fold(f64::INFINITY, f64::min);
-    let allowed = |c: &Candidate| !(c.own_ns.is_finite() && c.own_ns > OWN_VETO * best_own);
-    let weigh = |c: &Candidate, x: f64| {
-        let ok = (1.0 - c.failure).max(0.01);
-        x / (ok * ok)
-    };
-    let by = |key: fn(&Candidate) -> f64| {
-        move |a: &(usize, &Candidate), b: &(usize, &Candidate)| {
-            weigh(a.1, key(a.1)).total_cmp(&weigh(b.1, key(b.1)))
-        }
-    };
-    let all = || candidates.iter().enumerate().filter(|(_, c)| allowed(c));
-    let cold = all()
-        .filter(|(_, c)| c.rif <= threshold)
-        .min_by(by(|c| c.latency_ns));
-    let hot = all()
-        .filter(|(_, c)| c.rif > threshold)
-        .min_by(by(|c| c.rif));
-    let chosen = match (cold, hot) {
-        (Some(c), Some(h))
-            if weigh(c.1, c.1.latency_ns) > COLD_SLOWDOWN * weigh(h.1, h.1.latency_ns) =>
-        {
-            Some(h)
-        }
-        (Some(c), _) => Some(c),
-        (None, h) => h,
-    };
-    chosen.map(|(k, _)| k)
+/// What one pick's use of the pool gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Choice {
+    /// The endpoint at this position in the pick's pool.
+    Pick(usize),
+    /// The rule's choice, dropped as slow ([`is_slow`]).
+    Slow(usize),
+    /// No choice: too few usable answers.
+    None,
 }
 
 /// A balancer's probe answers and the probes it owes.
@@ -169,11 +94,39 @@ struct State {
     len: usize,
     /// Whether the next removal takes the oldest (else the worst).
     oldest_next: bool,
-    /// The RIFs of the last [`HISTORY`] answers, a ring.
-    history: [f64; HISTORY],
+    /// The RIFs of the last answers; their quantile is the hot threshold.
+    rifs: History,
+    /// The latencies of the last answers that gave one; their
+    /// [`FAST_QUANTILE`] is the fast latency.
+    latencies: History,
+    /// The endpoints whose servers said they fail.
+    failing: Failing,
+}
+
+/// The last [`HISTORY`] values of a kind, a ring, and their quantile,
+/// recomputed every [`RECOMPUTE`]th value.
+#[derive(Debug)]
+struct History {
+    values: [f64; HISTORY],
     seen: usize,
-    /// Their quantile: RIFs above it are hot.
-    threshold: f64,
+    value: f64,
+}
+
+impl History {
+    const EMPTY: Self = Self {
+        values: [0.0; HISTORY],
+        seen: 0,
+        value: 0.0,
+    };
+
+    fn push(&mut self, x: f64, q: f64) {
+        self.values[self.seen % HISTORY] = x;
+        self.seen += 1;
+        if self.seen <= RECOMPUTE || self.seen.is_multiple_of(RECOMPUTE) {
+            let mut h = self.values;
+            self.value = quantile(&mut h[..self.seen.min(HISTORY)], q);
+        }
+    }
 }
 
 /// Answers whose RIFs set the hot threshold: the last 64. Prequal takes the
@@ -182,6 +135,10 @@ struct State {
 /// had just picked hot (its probe saw that request in flight) and
 /// alternated between a 1 ms and a 40 ms replica (`tests/it/prequal.rs`).
 pub const HISTORY: usize = 64;
+
+/// Latencies the pool needs before it knows the fast latency: half the
+/// history (with fewer, a single fast answer sets it).
+const FAST_AFTER: usize = HISTORY / 2;
 
 /// How often the threshold is recomputed: every 8th answer.
 const RECOMPUTE: usize = 8;
@@ -203,12 +160,13 @@ impl ProbePool {
                     at_ns: 0,
                     own: 0,
                     uses: 0,
+                    failure: None,
                 }; MAX_POOL],
                 len: 0,
                 oldest_next: true,
-                history: [0.0; HISTORY],
-                seen: 0,
-                threshold: 0.0,
+                rifs: History::EMPTY,
+                latencies: History::EMPTY,
+                failing: Failing::EMPTY,
             }),
             owed: AtomicU64::new(0),
             wake: tokio::sync::Notify::new(),
@@ -259,9 +217,11 @@ impl ProbePool {
 
     /// Keeps an answer: it replaces an older one of the same endpoint, else
     /// the oldest when the pool is full.
-    pub fn insert(&self, answer: Answer) {
+    pub fn insert(&self, mut answer: Answer) {
         let cap = self.settings.pool_size;
         let mut s = self.lock();
+        let (id, at) = (answer.id, answer.at_ns);
+        answer.failure = Some(s.failing.take(id, at, answer.failure, MAX_FAILURE));
         if let Some(k) = s.answers[..s.len].iter().position(|a| a.id == answer.id) {
             s.remove(k);
         } else if s.len >= cap {
@@ -270,13 +230,15 @@ impl ProbePool {
         let len = s.len;
         s.answers[len] = answer;
         s.len += 1;
-        let at = s.seen % HISTORY;
-        s.history[at] = answer.rif;
-        s.seen += 1;
-        if s.seen <= RECOMPUTE || s.seen.is_multiple_of(RECOMPUTE) {
-            let mut h = s.history;
-            let n = s.seen.min(HISTORY);
-            s.threshold = quantile(&mut h[..n], self.settings.rif_quantile);
+        s.rifs.push(answer.rif, self.settings.rif_quantile);
+        // No latency yet (0) says nothing of speed, and a server that fails
+        // its calls fast is not fast: its answers are weighed as a pick
+        // weighs them, and one failing past the bound's are left out.
+        let failure = answer.failure.unwrap_or(0.0);
+        if answer.latency_ns > 0.0 && failure < MAX_FAILURE {
+            let ok = 1.0 - failure;
+            s.latencies
+                .push(answer.latency_ns / (ok * ok), FAST_QUANTILE);
         }
     }
 
@@ -295,11 +257,25 @@ impl ProbePool {
     /// counts the use on the answer chosen, and removes one more answer,
     /// alternately the oldest and the worst. Returns the chosen endpoint's
     /// position in the pick's pool.
+    #[cfg(test)]
     pub(crate) fn choose(
         &self,
         now_ns: u64,
-        mut resolve: impl FnMut(&Answer) -> Option<(usize, f64, u32, f64)>,
+        resolve: impl FnMut(&Answer) -> Option<(usize, f64, u32, f64)>,
     ) -> Option<usize> {
+        match self.choose_or_slow(now_ns, resolve) {
+            Choice::Pick(i) => Some(i),
+            Choice::Slow(_) | Choice::None => None,
+        }
+    }
+
+    /// [`choose`](Self::choose), telling apart a choice dropped as slow
+    /// ([`is_slow`]: its position, its answer not spent) from no choice.
+    pub(crate) fn choose_or_slow(
+        &self,
+        now_ns: u64,
+        mut resolve: impl FnMut(&Answer) -> Option<(usize, f64, u32, f64)>,
+    ) -> Choice {
         let st = &self.settings;
         let mut s = self.lock();
         let max_age = st.max_age_ns;
@@ -321,7 +297,8 @@ impl ProbePool {
         }; MAX_POOL];
         let mut n = 0;
         for (slot, a) in s.answers[..s.len].iter().enumerate() {
-            if let Some((index, failure, own, own_ns)) = resolve(a)
+            if let Some((index, own_failure, own, own_ns)) = resolve(a)
+                && let failure = own_failure.max(a.failure.unwrap_or(0.0))
                 && failure < MAX_FAILURE
             {
                 let finished = a.own.saturating_sub(own);
@@ -338,9 +315,20 @@ impl ProbePool {
         }
         // One answer is no choice: a pick from it alone is a random pick.
         if n < MIN_CANDIDATES {
-            return None;
+            return Choice::None;
         }
-        let c = cands[hot_cold(&cands[..n], s.threshold)?];
+        let Some(k) = hot_cold(&cands[..n], s.rifs.value) else {
+            return Choice::None;
+        };
+        let c = cands[k];
+        let fast_ns = if s.latencies.seen >= FAST_AFTER {
+            s.latencies.value
+        } else {
+            0.0
+        };
+        if is_slow(&c, fast_ns) {
+            return Choice::Slow(c.index);
+        }
         let threshold_slot = c.slot;
         let a = &mut s.answers[threshold_slot];
         a.uses += 1;
@@ -349,7 +337,13 @@ impl ProbePool {
             s.remove(threshold_slot);
         }
         s.remove_one();
-        Some(c.index)
+        Choice::Pick(c.index)
+    }
+
+    /// Whether endpoint `id`'s server said it fails, within the hold
+    /// ([`Failing`]) at `now_ns`.
+    pub(crate) fn server_fails(&self, id: u64, now_ns: u64) -> bool {
+        self.lock().failing.holds(id, now_ns)
     }
 }
 
@@ -373,7 +367,7 @@ impl State {
             self.remove(0);
             return;
         }
-        let threshold = self.threshold;
+        let threshold = self.rifs.value;
         let key = |a: &Answer| {
             (
                 a.rif > threshold,
