@@ -399,6 +399,14 @@ impl Ewma {
         (raw & FAILED == 0).then(|| answered(est, spread, failure, dt, rates, floor_ns))
     }
 
+    /// The estimate as last written, with no decay or fade applied (a
+    /// failed endpoint's reads its penalty): enough to tell whether two
+    /// endpoints' latencies are alike, at the cost of one load.
+    #[inline(always)]
+    pub(crate) fn written(&self) -> f64 {
+        unpack(self.packed.load(Ordering::Relaxed)).0
+    }
+
     /// Counts that a pick drew this failed endpoint, not yet due a probe,
     /// and passed it over (see [`PROBE_MISSES`]). Out of line: only a
     /// failed endpoint's reads come here, a bounded number of times per

@@ -142,6 +142,13 @@ impl View<'_> {
         read(self.state, self.hot, now_ns, rates, self.floor_ns)
     }
 
+    /// This lane's estimate as last written, without its fades (see
+    /// [`Ewma::written`]).
+    #[inline(always)]
+    pub(crate) fn written_estimate(self) -> f64 {
+        self.hot.latency.written()
+    }
+
     /// This lane's parallelism.
     #[inline(always)]
     pub(crate) fn parallelism(self) -> f64 {

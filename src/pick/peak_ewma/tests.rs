@@ -161,8 +161,12 @@ fn a_replica_is_credited_no_more_parallelism_than_the_load_spread() {
         // not 8, so its load counts and the others take the call (with
         // p = 8 it would cost 0.8 · 12/8 = 1.2 against 10/8 = 1.25).
         ([0.8, 1.0, 1.0], 8, [4, 2, 2], vec![1, 2]),
-        // Markedly faster: it keeps the call despite its load.
+        // Markedly faster (estimates more than 1.5 times apart are not
+        // alike): latency decides, and it keeps the call despite its load.
         ([0.6, 1.0, 1.0], 8, [4, 2, 2], vec![0]),
+        // Fewer calls in flight than candidates: no split to hold, the
+        // formula as it was (credited 1 + 1/3, it would cost 1.4 against 1).
+        ([0.8, 1.0, 1.0], 8, [1, 0, 0], vec![0]),
         // The load even: the fastest takes it.
         ([0.8, 1.0, 1.0], 8, [2, 2, 2], vec![0]),
         // Loaded beyond its learned parallelism, the credit does not bind
