@@ -35,8 +35,8 @@ const TRUST_SAMPLES: u64 = 8;
 /// candidate's estimate is tried again (see [Staleness](PeakEwma#staleness)).
 const FLOOR_SLACK: f64 = 2.0;
 
-/// Candidates whose estimates are within this factor of each other are
-/// alike, and a pick balances their load (see [Herding](PeakEwma#herding)).
+/// Candidates whose estimates, and whose floor latencies, are within this
+/// factor of each other are alike, and a pick balances their load (see [Herding](PeakEwma#herding)).
 /// At 2, replicas sharing their cores with antagonists still counted as
 /// alike and took more calls (in the lab's family, `g21`'s p99 went from
 /// 1.05 to 1.31 times the oracle's).
@@ -77,8 +77,8 @@ const MIN_SUCCESS: f64 = 0.01;
 /// Among alike candidates a pick credits each at most one more
 /// parallelism than their mean in flight: `p` in the formula is
 /// `min(p, 1 + mean in_flight)` when the candidates' estimates are within
-/// 1.5 times of each other and this balancer has at least one call in
-/// flight per candidate. Learned parallelism is the most calls a replica
+/// 1.5 times of each other, and their floor latencies too, and this
+/// balancer has at least one call in flight per candidate. Learned parallelism is the most calls a replica
 /// was seen to serve at once without queueing, and on replicas with more
 /// workers than this client has calls it grows until in-flight calls cost
 /// next to nothing, so the cost is the estimate alone. In a closed loop
@@ -92,7 +92,9 @@ const MIN_SUCCESS: f64 = 0.01;
 /// slower class, a replica slowed down or failing) latency decides as
 /// before: applied to them, the rule spilled calls onto slowed replicas
 /// and doubled a closed-loop p99 in the lab (`seed-steady`, 50 to 500 ms
-/// replicas without a capacity limit). With fewer calls in flight than
+/// replicas without a capacity limit). Estimates alone are not enough (a
+/// loaded 50 ms replica's estimate comes near an idle 300 ms one's), nor
+/// floors alone (a replica slowed by a neighbour keeps its floor). With fewer calls in flight than
 /// candidates there is no split to hold, and the rule stays out.
 ///
 /// `PeakEwma::classic()` (`choices = 2`, `k = 0`, `p = 1`) is tower's and
@@ -349,27 +351,30 @@ impl PeakEwma {
 
     /// The most parallelism a pick over `idx` credits a candidate: one
     /// more than the available candidates' mean in flight when they are
-    /// alike (their estimates as last written within [`LIKE`] of each
-    /// other: see [Herding](#herding)); unbounded when they are not, or
-    /// when parallelism is not learned.
+    /// alike (their estimates as last written, and their floor latencies,
+    /// within [`LIKE`] of each other: see [Herding](#herding)); unbounded
+    /// when they are not, or when parallelism is not learned.
     #[inline(always)]
     fn credit<T>(&self, cx: &Pool<'_, T>, idx: &[usize]) -> f64 {
         if !self.learn_parallelism {
             return f64::INFINITY;
         }
         let (mut flight, mut available) = (0usize, 0usize);
-        let (mut lowest, mut highest) = (f64::INFINITY, 0f64);
+        let (mut lowest, mut highest) = ([f64::INFINITY; 2], [0f64; 2]);
         for &i in idx {
             if cx.is_available(i) {
                 let v = cx.view(i);
                 flight += v.in_flight();
                 available += 1;
-                let e = v.written_estimate();
-                (lowest, highest) = (lowest.min(e), highest.max(e));
+                for (k, x) in [v.written_estimate(), v.floor_ns()].into_iter().enumerate() {
+                    (lowest[k], highest[k]) = (lowest[k].min(x), highest[k].max(x));
+                }
             }
         }
-        // Fewer calls in flight than candidates: no split to hold.
-        if highest > LIKE * lowest || flight < available {
+        // Unlike now or by nature (an unknown floor, +∞, is unlike), or
+        // fewer calls in flight than candidates (no split to hold).
+        let unlike = (0..2).any(|k| !(highest[k] <= LIKE * lowest[k]));
+        if unlike || flight < available {
             return f64::INFINITY;
         }
         1.0 + flight as f64 / available.max(1) as f64

@@ -178,6 +178,19 @@ fn a_replica_is_credited_no_more_parallelism_than_the_load_spread() {
         let got = chosen(ms, p, in_flight, PeakEwma::new().spread_factor(0.0));
         assert_eq!(got, want, "{ms:?} ms, p = {p}, in flight {in_flight:?}");
     }
+    // Alike by estimate but not by floor (it answered 0.3 ms once, 0.8
+    // ms since: a faster replica, loaded): latency decides, as it was.
+    let f = Fixture::new(&[1.0; 3]);
+    for (s, (ms, n)) in f.states.iter().zip([(0.3, 4), (1.0, 2), (1.0, 2)]) {
+        use crate::outcome::Outcome;
+        s.record(&Outcome::Success, (ms * 1e6) as u64, 0, 8, 0);
+        for _ in 0..n {
+            s.take_slot(None, 0);
+        }
+    }
+    f.states[0].record(&crate::outcome::Outcome::Success, 800_000, 0, 8, 0);
+    let counts = f.counts(&PeakEwma::new().spread_factor(0.0), 100);
+    assert_eq!(counts, [100, 0, 0], "unlike floors: the formula as it was");
     // Finagle's formula (p = 1) is unchanged: 0.8 · 5 = 4 against 3.
     let classic = PeakEwma::new().spread_factor(0.0).learn_parallelism(false);
     assert_eq!(chosen([0.8, 1.0, 1.0], 8, [4, 2, 2], classic), vec![1, 2]);
