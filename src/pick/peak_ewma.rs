@@ -371,9 +371,10 @@ impl PeakEwma {
                 }
             }
         }
-        // Unlike now or by nature (an unknown floor, +∞, is unlike), or
-        // fewer calls in flight than candidates (no split to hold).
-        let unlike = (0..2).any(|k| !(highest[k] <= LIKE * lowest[k]));
+        // Unlike now or by nature (an unknown floor, +∞, beside a known
+        // one is unlike), or fewer calls in flight than candidates (no
+        // split to hold).
+        let unlike = (0..2).any(|k| highest[k] > LIKE * lowest[k]);
         if unlike || flight < available {
             return f64::INFINITY;
         }
