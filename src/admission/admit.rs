@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::time::Instant;
 
-use super::census::{BREAKER, Census, SOFT};
-use super::guards::Guards;
+use super::census::{Census, SOFT};
 use super::{InFlight, Judge, Owner};
+use crate::guard::GUARD_BITS;
 use crate::model::EndpointState;
 
 /// How one pick treats endpoint health, from the census.
@@ -120,7 +120,7 @@ impl<'a> Terms<'a> {
                 if self.route == Route::Degraded && bits & SOFT != 0 {
                     return false;
                 }
-                if bits & BREAKER != 0 && !Guards(&s.gate).permit(self.now) {
+                if bits & GUARD_BITS != 0 && !s.gate.guards.permit(bits, self.now) {
                     return false;
                 }
             }
@@ -152,8 +152,8 @@ pub(crate) fn admit(
     debug_assert!(std::ptr::eq(state, &*lane.state));
     let concurrency = state.take_slot(terms.cap.of(state), lane.index)?;
     let pass = if state.gate.guarded {
-        match Guards(&state.gate).admit(terms.now) {
-            Ok(pass) => pass,
+        match state.gate.guards.admit(terms.now) {
+            Ok(pass) => Some(pass),
             Err(()) => {
                 state.release(lane.index);
                 return None;

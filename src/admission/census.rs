@@ -7,21 +7,24 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use crate::error::{Error, Refusal};
+use crate::guard::GUARD_BITS;
 use crate::model::EndpointState;
 
 // The bits of an endpoint's health word: why it may not take calls. The
-// endpoint stores them (`model::Gate`); only admission reads them.
+// endpoint stores them (`model::Gate`); only admission reads them. The
+// bits above these two are the guards' (`crate::guard`), one each.
 
-/// The endpoint's circuit breaker is not closed (open, half-open, forced).
-pub(crate) const BREAKER: u8 = 1;
 /// Outlier detection ejected it.
-pub(crate) const EJECTED: u8 = 2;
+pub(crate) const EJECTED: u8 = 1;
 /// Its active health check fails.
-pub(crate) const CHECK: u8 = 4;
+pub(crate) const CHECK: u8 = 2;
 /// The reasons panic routing sets aside: ejection and failing checks are
 /// the balancer's own judgement, which it distrusts when too few endpoints
-/// pass it. An open breaker is the user's hard rule and still refuses.
+/// pass it. A guard (an open breaker) is the user's hard rule and still
+/// refuses.
 pub(crate) const SOFT: u8 = EJECTED | CHECK;
+
+const _: () = assert!(SOFT & GUARD_BITS == 0, "the guards' bits are their own");
 
 /// One balancer's census: the counts behind every pick's [`Route`], and
 /// the refusals it returned.

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::Judge;
 use super::admit::Lane;
-use super::guards::{Guards, Pass};
+use crate::guard::Pass;
 use crate::model::EndpointState;
 use crate::orca::{LoadReport, ParseError};
 use crate::outcome::{FailureKind, Outcome};
@@ -36,7 +36,7 @@ pub struct InFlight {
     lane: Arc<Lane>,
     concurrency: usize,
     /// What the endpoint's guards admitted this call with (its breaker's
-    /// permit), when they gave anything.
+    /// permit), when the endpoint has guards.
     pass: Option<Pass>,
     /// When the call was dispatched, in ns since the balancer's epoch,
     /// while it is pending (dispatched and not yet recorded). One word with
@@ -76,7 +76,7 @@ impl InFlight {
     }
 
     /// A call started at `now_ns` (since the balancer's epoch) on a slot
-    /// already taken, with the guards' `pass` if they gave one.
+    /// already taken, with the guards' `pass` if the endpoint has any.
     #[inline]
     pub(super) fn started(
         lane: Arc<Lane>,
@@ -202,7 +202,10 @@ fn guards_finished(
     latency: Duration,
     now_ns: u64,
 ) {
-    Guards(&state.gate).record(pass, *outcome, latency, state.instant_at(now_ns));
+    state
+        .gate
+        .guards
+        .record(pass, *outcome, latency, state.instant_at(now_ns));
 }
 
 /// Hands a finished call to the judge of every call (see
@@ -229,14 +232,14 @@ impl Drop for InFlight {
                 let now_ns = state.model.epoch.nanos(Instant::now());
                 state.record_abandoned(now_ns.saturating_sub(start_ns), now_ns, self.lane.index);
                 if let Some(p) = self.pass.take() {
-                    Guards(&state.gate).release(p);
+                    state.gate.guards.release(p);
                 }
             }
         } else if let Some(p) = self.pass.take() {
             // A pass on a call never started: `admit` starts every call it
             // admits, so only a guard built otherwise gets here; its probe
             // is given back all the same.
-            Guards(&self.lane.state.gate).release(p);
+            self.lane.state.gate.guards.release(p);
         }
         self.lane.state.release(self.lane.index);
     }

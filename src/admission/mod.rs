@@ -2,8 +2,8 @@
 //! whether an endpoint may take a call and why not, and it holds the call's
 //! slot from then until the call ends.
 //!
-//! * **The census** ([`census`]): each endpoint's health bits (breaker not
-//!   closed, ejected, failing its active check) and how many endpoints are
+//! * **The census** ([`census`]): each endpoint's health bits (ejected,
+//!   failing its active check, a guard refusing: its breaker not closed) and how many endpoints are
 //!   unhealthy, each counted once whatever its reasons. Per pick, O(1): a
 //!   [`Route`] (every endpoint healthy, some not, or panic), the panic
 //!   decision being the health owner's.
@@ -12,10 +12,13 @@
 //!   ask through [`Pool::is_available`](crate::pick::Pool::is_available)),
 //!   and taking the chosen one's in-flight slot and its guards' pass
 //!   ([`admit()`]).
-//! * **The guards and refusals** ([`guards`]): each guard's rules (the
-//!   circuit breaker today; its state is in the endpoint's
-//!   [`Gate`](crate::model::Gate)), and why no endpoint could take a call
-//!   ([`explain`]).
+//! * **The guards** ([`crate::guard`]): each guard's rules, in a file of
+//!   its own and one line of the guards' list (the circuit breaker today);
+//!   admission asks them through the endpoint's
+//!   [`GuardSet`](crate::guard::GuardSet), which the endpoint's
+//!   [`Gate`](crate::model::Gate) stores. The list sits below this module
+//!   and the model, so that neither imports the other for it.
+//! * **Refusals** ([`explain`]): why no endpoint could take a call.
 //! * **The call** ([`inflight`]): [`InFlight`] holds the slot until the
 //!   call ends, fails, times out or is dropped, then records it in the
 //!   endpoint model, tells the guards and, when it judges every call, the
@@ -31,7 +34,7 @@
 
 mod admit;
 mod census;
-mod guards;
+mod explain;
 mod inflight;
 
 use std::time::Duration;
@@ -41,8 +44,8 @@ pub use inflight::{Completion, InFlight};
 #[cfg(test)]
 pub(crate) use admit::{Cap, Lane};
 pub(crate) use admit::{CapCell, Lanes, Route, Terms, admit};
-pub(crate) use census::{BREAKER, CHECK, Census, EJECTED};
-pub(crate) use guards::{GuardSettings, explain};
+pub(crate) use census::{CHECK, Census, EJECTED};
+pub(crate) use explain::explain;
 
 use crate::model::EndpointState;
 use crate::outcome::Outcome;

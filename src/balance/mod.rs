@@ -60,6 +60,7 @@ mod ready;
 mod service;
 mod snapshot;
 
+pub use crate::guard::GuardConfig;
 pub use crate::scope::{MAX_AVOID, call_avoiding, timed_out};
 pub use builder::{Builder, DEFAULT_NAME};
 pub use discover::{discover, spawn_discover};

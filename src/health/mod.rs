@@ -57,8 +57,8 @@ pub use events::{HealthChange, HealthEvent};
 
 pub(crate) use events::{Events, Hook};
 
-use crate::admission::{BREAKER, CHECK, Census, EJECTED, GuardSettings, Judge, Owner, Route};
-use crate::breaker::{State, Transition};
+use crate::admission::{CHECK, Census, EJECTED, Judge, Owner, Route};
+use crate::guard::{GuardSettings, Listen, Said};
 use crate::model::{EndpointState, Gate};
 use crate::outcome::Outcome;
 use crate::outlier::{Detector, EjectionReason, OutlierDetection};
@@ -146,15 +146,19 @@ impl Health {
     }
 
     /// The gate of a new endpoint: its guards as the balancer's settings
-    /// make them, its breaker's transitions reported to this owner
-    /// (`state` is the endpoint being built).
+    /// make them, reporting to this owner (`state` is the endpoint being
+    /// built).
     pub(crate) fn gate_for(self: &Arc<Self>, state: Weak<EndpointState>) -> Gate {
-        let health = Arc::downgrade(self);
-        self.guards.gate(move |t| {
-            if let (Some(h), Some(s)) = (health.upgrade(), state.upgrade()) {
-                h.on_breaker(&s, t);
-            }
-        })
+        let ear: Arc<dyn Listen> = Arc::new(Ear {
+            health: Arc::downgrade(self),
+            state,
+        });
+        let guards = self.guards.guards(&ear);
+        Gate {
+            guarded: guards.any(),
+            guards,
+            ..Gate::default()
+        }
     }
 
     /// This owner as the judge of every finished call, when it judges
@@ -164,19 +168,6 @@ impl Health {
         self.outlier
             .as_ref()
             .map(|_| Arc::clone(self) as Arc<dyn Judge>)
-    }
-
-    fn on_breaker(&self, state: &EndpointState, t: Transition) {
-        let open = !matches!(t.to, State::Closed | State::Disabled);
-        self.census.set_bit(state, BREAKER, open);
-        self.events.emit(
-            Some(state),
-            HealthChange::Breaker {
-                from: t.from,
-                to: t.to,
-                reason: t.reason,
-            },
-        );
     }
 
     /// Claims the balancer's one active-check driver; false if one runs.
@@ -294,5 +285,32 @@ impl Owner for Health {
     #[inline]
     fn route(&self, unhealthy: usize, counted: usize) -> Result<Route, ()> {
         self.decide(unhealthy, counted)
+    }
+}
+
+/// What one endpoint's guards report to, for its health owner.
+struct Ear {
+    health: Weak<Health>,
+    state: Weak<EndpointState>,
+}
+
+impl Listen for Ear {
+    fn refusing(&self, bit: u8, on: bool) {
+        if let (Some(h), Some(s)) = (self.health.upgrade(), self.state.upgrade()) {
+            h.census.set_bit(&s, bit, on);
+        }
+    }
+
+    fn said(&self, said: Said) {
+        if let (Some(h), Some(s)) = (self.health.upgrade(), self.state.upgrade()) {
+            let change = match said {
+                Said::Breaker(t) => HealthChange::Breaker {
+                    from: t.from,
+                    to: t.to,
+                    reason: t.reason,
+                },
+            };
+            h.events.emit(Some(&s), change);
+        }
     }
 }

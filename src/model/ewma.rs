@@ -74,13 +74,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 mod fade;
 mod probe;
-mod stamp;
 
 use crate::time::decay;
-use fade::fade_excess;
 pub(crate) use fade::stale_after;
+use fade::{FAILED, MISS, TIME, fade_excess, misses, stamp_of};
 use probe::{PROBE_MISSES, probe_due};
-use stamp::{FAILED, MISS, TIME, misses, stamp_of};
 
 #[derive(Debug)]
 pub(crate) struct Ewma {

@@ -192,6 +192,35 @@ impl EndpointState {
         }
     }
 
+    /// The lanes in use, lane 0 first.
+    pub(super) fn lanes(&self) -> impl Iterator<Item = &Hot> {
+        std::iter::once(&self.hot).chain(self.more.iter())
+    }
+
+    /// Calls that completed with an outcome other than `Ignore`.
+    pub fn requests(&self) -> u64 {
+        self.lanes()
+            .map(|h| h.requests.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Times the balancer picked this endpoint and dispatched a call to it:
+    /// calls completed (whatever their outcome), dropped before an answer,
+    /// and in flight. Derived from those counters, so counting picks costs
+    /// the request path nothing.
+    pub fn picks(&self) -> u64 {
+        // The in-flight count is released after the completion counters are
+        // bumped: read it first (acquire) so the sum never goes backwards.
+        let in_flight: u64 = self
+            .lanes()
+            .map(|h| h.in_flight.load(Ordering::Acquire) as u64)
+            .sum();
+        in_flight
+            + self.requests()
+            + self.ignored.load(Ordering::Relaxed)
+            + self.abandoned.load(Ordering::Relaxed)
+    }
+
     /// Lane `lane`'s line; lane 0 for a lane this endpoint does not have.
     #[inline(always)]
     pub(super) fn lane(&self, lane: usize) -> &Hot {

@@ -15,6 +15,7 @@ use super::parallelism::Parallelism;
 use super::reported::Reported;
 use super::{EndpointMeta, EndpointObserver, Model};
 use crate::breaker::CircuitBreaker;
+use crate::guard::GuardSet;
 use crate::outcome::FailureKind;
 use crate::outlier::HostStats;
 
@@ -39,13 +40,13 @@ pub(crate) struct Gate {
     pub(crate) bits: AtomicU8,
     /// Whether the census counts the endpoint.
     pub(crate) counted: AtomicBool,
-    /// Whether any guard below gives passes: without one, admission skips
-    /// the guards altogether.
+    /// Whether the endpoint has any guard: without one, admission skips
+    /// the guards altogether (a field, not a question to the guards, so
+    /// that a call without them never reaches their code).
     pub(crate) guarded: bool,
-    /// The guards, a field each (admission's `guards.rs` has their rules):
-    /// the circuit breaker, when the balancer has breakers,
-    pub(crate) breaker: Option<CircuitBreaker>,
-    /// and the outlier-detection counters.
+    /// The guards the balancer configures (see [`crate::guard`]).
+    pub(crate) guards: GuardSet,
+    /// The outlier-detection counters.
     pub(crate) outlier: HostStats,
 }
 
@@ -180,7 +181,7 @@ impl EndpointState {
     /// This endpoint's circuit breaker, when the balancer has breakers.
     #[inline(always)]
     pub fn breaker(&self) -> Option<&CircuitBreaker> {
-        self.gate.breaker.as_ref()
+        self.gate.guards.breaker.as_ref()
     }
 
     /// The endpoint's locality, priority and labels.
@@ -202,13 +203,6 @@ impl EndpointState {
         self.draining.store(on, Ordering::Relaxed);
     }
 
-    /// Calls that completed with an outcome other than `Ignore`.
-    pub fn requests(&self) -> u64 {
-        self.lanes()
-            .map(|h| h.requests.load(Ordering::Relaxed))
-            .sum()
-    }
-
     /// Calls classified as failures.
     pub fn failures(&self) -> u64 {
         self.failures
@@ -223,23 +217,6 @@ impl EndpointState {
         std::array::from_fn(|i| self.failures[i].load(Ordering::Relaxed))
     }
 
-    /// Times the balancer picked this endpoint and dispatched a call to it:
-    /// calls completed (whatever their outcome), dropped before an answer,
-    /// and in flight. Derived from those counters, so counting picks costs
-    /// the request path nothing.
-    pub fn picks(&self) -> u64 {
-        // The in-flight count is released after the completion counters are
-        // bumped: read it first (acquire) so the sum never goes backwards.
-        let in_flight: u64 = self
-            .lanes()
-            .map(|h| h.in_flight.load(Ordering::Acquire) as u64)
-            .sum();
-        in_flight
-            + self.requests()
-            + self.ignored.load(Ordering::Relaxed)
-            + self.abandoned.load(Ordering::Relaxed)
-    }
-
     /// The instant `now_ns` after the balancer's epoch.
     pub(crate) fn instant_at(&self, now_ns: u64) -> Instant {
         self.model.epoch.at(now_ns)
@@ -248,11 +225,6 @@ impl EndpointState {
     /// The lanes in use, minus one (a power of two minus one).
     pub(crate) fn mask(&self) -> usize {
         self.more.len()
-    }
-
-    /// The lanes in use, lane 0 first.
-    pub(super) fn lanes(&self) -> impl Iterator<Item = &Hot> {
-        std::iter::once(&self.hot).chain(self.more.iter())
     }
 
     /// The lane sampled last: what the merged reads of the estimate and

@@ -87,6 +87,44 @@ async fn an_open_breaker_takes_its_endpoint_out_until_probes_pass() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_guard_set_later_replaces_the_one_of_its_kind() {
+    // `guard` takes a breaker's configuration as `circuit_breaker` does,
+    // and the last one set is the endpoints' breaker: here one that needs
+    // 100 calls before it judges, so 5 failures leave it closed.
+    let bad = Arc::new(AtomicBool::new(true));
+    let patient = CircuitBreakerConfig::builder()
+        .minimum_calls(100)
+        .build()
+        .unwrap();
+    let lb = Balance::builder()
+        .picker(pick::RoundRobin::new())
+        .circuit_breaker(breaker())
+        .guard(patient)
+        .endpoint("a", healthy("a"))
+        .endpoint("b", switchable("b", bad.clone()))
+        .build()
+        .unwrap();
+    let b_state = lb.handle().endpoints()[1].1.clone();
+    let (ok, err) = drive(&lb, 20).await;
+    assert_eq!(err.get("inner:b"), Some(&10), "{err:?}");
+    assert_eq!(ok["a"], 10);
+    assert_eq!(b_state.breaker().unwrap().state(), State::Closed);
+
+    // The other way round, the first test's breaker opens after 5.
+    let lb = Balance::builder()
+        .picker(pick::RoundRobin::new())
+        .guard(CircuitBreakerConfig::default())
+        .guard(breaker())
+        .endpoint("a", healthy("a"))
+        .endpoint("b", switchable("b", bad))
+        .build()
+        .unwrap();
+    let (ok, err) = drive(&lb, 20).await;
+    assert_eq!(err.get("inner:b"), Some(&5), "{err:?}");
+    assert_eq!(ok["a"], 15);
+}
+
+#[tokio::test(start_paused = true)]
 async fn all_breakers_open_fail_fast_with_all_unavailable() {
     let bad = Arc::new(AtomicBool::new(true));
     let lb = Balance::builder()

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::super::{Balance, Built, Entry, Member, Shared, Snapshot};
 use super::{Builder, DEFAULT_NAME, Settings};
-use crate::admission::{CapCell, GuardSettings};
+use crate::admission::CapCell;
 use crate::health::{Events, Health, Settings as HealthSettings};
 use crate::model::{Model, Rates};
 use crate::pick::Picker;
@@ -28,9 +28,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
         let now = Instant::now();
         let name = cfg.name.take().unwrap_or_else(|| Arc::from(DEFAULT_NAME));
         let health = Arc::new(Health::new(HealthSettings {
-            guards: GuardSettings {
-                breaker: cfg.breaker.take(),
-            },
+            guards: std::mem::take(&mut cfg.guards),
             outlier: cfg.outlier.take(),
             panic_threshold: cfg.panic_threshold,
             panic_mode: cfg.panic_mode,

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use super::load::LoadSettings;
 use super::{Balance, Label, MakeObserver};
-use crate::breaker::CircuitBreakerConfig;
 use crate::classify::ErrIsFailure;
 use crate::error::{ConfigError, check_bounded, check_positive, check_weight};
+use crate::guard::GuardSettings;
 use crate::health::{DEFAULT_PANIC_THRESHOLD, PanicMode};
 use crate::model::{
     DEFAULT_DECAY, DEFAULT_FAILURE_DECAY, DEFAULT_FAILURE_PENALTY, DEFAULT_RTT,
@@ -51,7 +51,7 @@ pub(crate) struct Settings<K, S> {
     slow_start: Option<SlowStart>,
     pub(super) load: LoadSettings,
     seed: Option<u64>,
-    breaker: Option<CircuitBreakerConfig>,
+    guards: GuardSettings,
     outlier: Option<OutlierDetection>,
     panic_threshold: f64,
     panic_mode: PanicMode,
@@ -79,7 +79,7 @@ impl<K, S> Builder<K, S> {
                 slow_start: None,
                 load: LoadSettings::default(),
                 seed: None,
-                breaker: None,
+                guards: GuardSettings::default(),
                 outlier: None,
                 panic_threshold: DEFAULT_PANIC_THRESHOLD,
                 panic_mode: PanicMode::RouteAll,
@@ -183,7 +183,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
                 slow_start: c.slow_start,
                 load: c.load,
                 seed: c.seed,
-                breaker: c.breaker.clone(),
+                guards: c.guards.clone(),
                 outlier: c.outlier.clone(),
                 panic_threshold: c.panic_threshold,
                 panic_mode: c.panic_mode,

@@ -9,6 +9,7 @@ use super::Builder;
 #[cfg(feature = "metrics")]
 use crate::balance::Observer;
 use crate::breaker::CircuitBreakerConfig;
+use crate::guard::GuardConfig;
 use crate::health::{HealthEvent, PanicMode};
 use crate::model::{AdaptiveConcurrency, EndpointMeta, SlowStart};
 use crate::outlier::OutlierDetection;
@@ -161,8 +162,30 @@ impl<K, S, P, C> Builder<K, S, P, C> {
     /// Gives every endpoint its own circuit breaker with this configuration
     /// (off by default). An endpoint whose breaker is open is not picked;
     /// a half-open one receives exactly the configured number of probes.
-    pub fn circuit_breaker(mut self, config: CircuitBreakerConfig) -> Self {
-        self.cfg.breaker = Some(config);
+    ///
+    /// The same as [`guard`](Self::guard) with the configuration.
+    pub fn circuit_breaker(self, config: CircuitBreakerConfig) -> Self {
+        self.guard(config)
+    }
+
+    /// Gives every endpoint the guard `config` configures, replacing the
+    /// one of its kind set before: today a circuit breaker
+    /// ([`CircuitBreakerConfig`]). A guard can refuse its endpoint calls;
+    /// an endpoint whose guard refuses is not picked (in panic too: a
+    /// guard is the user's hard rule).
+    ///
+    /// ```
+    /// use tower_lb::Balance;
+    /// use tower_lb::breaker::CircuitBreakerConfig;
+    ///
+    /// let balancer = Balance::<&str, tower::util::BoxService<(), (), ()>>::builder()
+    ///     .guard(CircuitBreakerConfig::default())
+    ///     .build()
+    ///     .unwrap();
+    /// # drop(balancer);
+    /// ```
+    pub fn guard(mut self, config: impl GuardConfig) -> Self {
+        config.install(&mut self.cfg.guards);
         self
     }
 
