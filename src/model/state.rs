@@ -1,5 +1,6 @@
 //! [`EndpointState`]: one endpoint's record, and its readers for everyone
-//! but a pick (the lanes merged; a pick reads its own lane, `lanes.rs`).
+//! but a pick (the lanes merged; a pick reads its own lane, and the call
+//! counts summed over the lanes, in `lanes.rs`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
