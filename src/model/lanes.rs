@@ -280,20 +280,6 @@ impl EndpointState {
         self.lane(lane).in_flight.fetch_sub(1, Ordering::Release);
     }
 
-    /// Counts a call dropped before it ended and records how long it had
-    /// waited as a lower bound on the latency: an endpoint that never
-    /// answers has its calls cut and must not look idle and fast.
-    pub(crate) fn record_abandoned(&self, waited_ns: u64, now_ns: u64, lane: usize) {
-        self.abandoned.fetch_add(1, Ordering::Relaxed);
-        let hot = self.lane(lane);
-        hot.latency.observe_lower_bound(
-            waited_ns as f64,
-            now_ns,
-            self.model.rates,
-            hot.parallelism.floor(),
-        );
-    }
-
     /// Feeds one completed call into lane `lane`'s latency model;
     /// `concurrency` is the number of requests that were in flight in the
     /// lane when it was dispatched, itself included. A hard failure's
@@ -352,21 +338,6 @@ impl EndpointState {
             }
         }
     }
-
-    /// Writes a hard failure's penalty `sample` into the lanes other than
-    /// `lane`: a failing replica is avoided by every thread after one
-    /// failure. Out of line: failures are rare, and the request path's
-    /// success stays small.
-    #[inline(never)]
-    fn spread_failure(&self, sample: f64, now_ns: u64, lane: usize) {
-        for (i, h) in self.lanes().enumerate() {
-            if i != lane {
-                let floor = h.parallelism.floor();
-                h.latency
-                    .observe(sample, true, now_ns, self.model.rates, floor);
-            }
-        }
-    }
 }
 
 /// A lane's EWMAs at `now_ns`, every reader's one way in: a failed
@@ -383,27 +354,7 @@ impl EndpointState {
 fn read(state: &EndpointState, hot: &Hot, now_ns: u64, rates: Rates, floor_ns: f64) -> Idle {
     match hot.latency.read_answered(now_ns, rates, floor_ns) {
         Some(e) => e,
-        None => failed(state, hot, now_ns, rates, floor_ns),
-    }
-}
-
-/// [`read`] of an endpoint whose last call failed. Out of line: the
-/// request path never comes here while every endpoint answers.
-#[cold]
-#[inline(never)]
-fn failed(state: &EndpointState, hot: &Hot, now_ns: u64, rates: Rates, floor_ns: f64) -> Idle {
-    let e = hot.latency.read_idle(now_ns, rates, floor_ns);
-    if e.waiting {
-        hot.latency.miss();
-    }
-    if e.due && hot.in_flight.load(Ordering::Relaxed) == 0 {
-        e.probe(if floor_ns.is_finite() {
-            floor_ns
-        } else {
-            state.model.default_rtt_ns
-        })
-    } else {
-        e
+        None => failed::read_failed(state, hot, now_ns, rates, floor_ns),
     }
 }
 
@@ -418,5 +369,6 @@ pub(super) fn reading(state: &EndpointState, hot: &Hot, now_ns: u64, rates: Rate
     }
 }
 
+mod failed;
 #[cfg(test)]
 mod tests;

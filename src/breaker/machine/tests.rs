@@ -1,6 +1,7 @@
 //! Internals of the state machine: the packed word, exact admission.
 use super::*;
 use crate::breaker::Jitter;
+use crate::outcome::{FailureKind, Outcome};
 
 fn tripped(probes: u32) -> (CircuitBreaker, Instant) {
     let config = CircuitBreakerConfig::builder()
