@@ -77,8 +77,8 @@ mod probe;
 
 use crate::time::decay;
 pub(crate) use fade::stale_after;
-use fade::{FAILED, MISS, TIME, fade_excess, misses, stamp_of};
-use probe::{PROBE_MISSES, probe_due};
+use fade::{FAILED, TIME, fade_excess, misses, stamp_of};
+use probe::{probe_due, read_failed};
 
 #[derive(Debug)]
 pub(crate) struct Ewma {
@@ -138,31 +138,6 @@ pub(crate) struct Idle {
     pub(crate) since: u64,
 }
 
-impl Idle {
-    /// The reading of an endpoint due a probe: its failure forgiven, its
-    /// estimate at most `floor_ns` faded like an idle endpoint's since the
-    /// last sample (so it competes with idle peers on equal terms; an
-    /// unfaded floor lost to every peer whose estimate had faded below it,
-    /// and in a pool of 64 under light load the probe never came). Its
-    /// in-flight calls still raise its cost, so a probe that hangs draws no
-    /// herd. Out of line: the request path never needs it while every
-    /// endpoint answers.
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn probe(self, floor_ns: f64) -> Idle {
-        Idle {
-            est: (self.est * self.weight).min(floor_ns * self.idle),
-            spread: 0.0,
-            weight: 1.0,
-            failure: 0.0,
-            due: true,
-            idle: self.idle,
-            waiting: false,
-            since: self.since,
-        }
-    }
-}
-
 /// The failure ratio `failure` decayed over `dt`: only paying for the decay
 /// when there is something to decay.
 #[inline(always)]
@@ -186,25 +161,6 @@ fn answered(est: f64, spread: f64, failure: f64, dt: u64, rates: Rates, floor_ns
         due: false,
         idle: 1.0,
         waiting: false,
-        since: dt,
-    }
-}
-
-/// [`Ewma::read_idle`] of an estimate whose last sample (stamped `raw`,
-/// `dt` ago) failed: its estimate stands, decaying on the failure clock,
-/// until a probe is due.
-#[cold]
-#[inline(never)]
-fn read_failed(est: f64, spread: f64, failure: f64, raw: u64, dt: u64, rates: Rates) -> Idle {
-    let due = probe_due(dt, est, misses(raw), rates);
-    Idle {
-        est,
-        spread: spread.max(0.0),
-        weight: decay(dt, rates.failure),
-        failure: decayed_failure(failure, dt, rates),
-        due,
-        idle: if due { decay(dt, rates.latency) } else { 1.0 },
-        waiting: !due,
         since: dt,
     }
 }
@@ -403,21 +359,6 @@ impl Ewma {
     #[inline(always)]
     pub(crate) fn written(&self) -> f64 {
         unpack(self.packed.load(Ordering::Relaxed)).0
-    }
-
-    /// Counts that a pick drew this failed endpoint, not yet due a probe,
-    /// and passed it over (see [`PROBE_MISSES`]). Out of line: only a
-    /// failed endpoint's reads come here, a bounded number of times per
-    /// failure.
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn miss(&self) {
-        let raw = self.stamp.load(Ordering::Relaxed);
-        if raw & FAILED != 0 && misses(raw) < PROBE_MISSES {
-            let _ =
-                self.stamp
-                    .compare_exchange(raw, raw + MISS, Ordering::Relaxed, Ordering::Relaxed);
-        }
     }
 }
 

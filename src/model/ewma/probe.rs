@@ -1,7 +1,13 @@
-//! When a failed endpoint is due a probe (the misses it counts are flag
-//! bits of the EWMA's stamp, in `ewma.rs`).
+//! A failed endpoint: how it reads until a probe is due, when it is due
+//! (the misses it counts are flag bits of the EWMA's stamp, in
+//! `fade.rs`), and how it reads then. Out of the request path's way: no
+//! read comes here while every endpoint answers.
 
-use super::Rates;
+use std::sync::atomic::Ordering;
+
+use super::fade::{FAILED, MISS, misses};
+use super::{Ewma, Idle, Rates, decayed_failure};
+use crate::time::decay;
 
 /// A failed endpoint is due a probe this many failure time constants after
 /// its last failure: 1.5, so 3 s with the default `failure_decay` of 2 s.
@@ -38,4 +44,72 @@ pub(super) fn probe_due(dt: u64, est: f64, misses: u64, rates: Rates) -> bool {
     let dt = dt as i64 as f64;
     (dt * rates.failure >= PROBE_AFTER && dt >= est)
         || (misses >= PROBE_MISSES && dt >= PROBE_EARLY_NS && est <= rates.penalty)
+}
+
+impl Idle {
+    /// The reading of an endpoint due a probe: its failure forgiven, its
+    /// estimate at most `floor_ns` faded like an idle endpoint's since the
+    /// last sample (so it competes with idle peers on equal terms; an
+    /// unfaded floor lost to every peer whose estimate had faded below it,
+    /// and in a pool of 64 under light load the probe never came). Its
+    /// in-flight calls still raise its cost, so a probe that hangs draws no
+    /// herd. Out of line: the request path never needs it while every
+    /// endpoint answers.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn probe(self, floor_ns: f64) -> Idle {
+        Idle {
+            est: (self.est * self.weight).min(floor_ns * self.idle),
+            spread: 0.0,
+            weight: 1.0,
+            failure: 0.0,
+            due: true,
+            idle: self.idle,
+            waiting: false,
+            since: self.since,
+        }
+    }
+}
+
+/// [`Ewma::read_idle`](super::Ewma::read_idle) of an estimate whose last sample (stamped `raw`,
+/// `dt` ago) failed: its estimate stands, decaying on the failure clock,
+/// until a probe is due.
+#[cold]
+#[inline(never)]
+pub(super) fn read_failed(
+    est: f64,
+    spread: f64,
+    failure: f64,
+    raw: u64,
+    dt: u64,
+    rates: Rates,
+) -> Idle {
+    let due = probe_due(dt, est, misses(raw), rates);
+    Idle {
+        est,
+        spread: spread.max(0.0),
+        weight: decay(dt, rates.failure),
+        failure: decayed_failure(failure, dt, rates),
+        due,
+        idle: if due { decay(dt, rates.latency) } else { 1.0 },
+        waiting: !due,
+        since: dt,
+    }
+}
+
+impl Ewma {
+    /// Counts that a pick drew this failed endpoint, not yet due a probe,
+    /// and passed it over (see [`PROBE_MISSES`]). Out of line: only a
+    /// failed endpoint's reads come here, a bounded number of times per
+    /// failure.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn miss(&self) {
+        let raw = self.stamp.load(Ordering::Relaxed);
+        if raw & FAILED != 0 && misses(raw) < PROBE_MISSES {
+            let _ =
+                self.stamp
+                    .compare_exchange(raw, raw + MISS, Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
 }
