@@ -97,7 +97,9 @@ async fn a_registration_whose_lease_was_lost_registers_again() {
     admin.lease_revoke(lost).await.unwrap();
     until("the key went with the lease", || members(&h).is_empty()).await;
     until("registered again", || members(&h) == [addr(3)]).await;
-    assert_eq!(replica.rejoins(), 1);
+    // The rejoin is counted once its write returns, which the watch may
+    // beat: wait for the count rather than read it at once.
+    until("the rejoin counted", || replica.rejoins() == 1).await;
     assert_ne!(replica.lease(), lost);
 
     // An update rewrites the value under the same key and lease.
