@@ -96,14 +96,17 @@ async fn a_guard_set_later_replaces_the_one_of_its_kind() {
         .minimum_calls(100)
         .build()
         .unwrap();
-    let lb = Balance::builder()
-        .picker(pick::RoundRobin::new())
-        .circuit_breaker(breaker())
-        .guard(patient)
-        .endpoint("a", healthy("a"))
-        .endpoint("b", switchable("b", bad.clone()))
-        .build()
-        .unwrap();
+    let two = |first: CircuitBreakerConfig, then: CircuitBreakerConfig| {
+        Balance::builder()
+            .picker(pick::RoundRobin::new())
+            .circuit_breaker(first)
+            .guard(then)
+            .endpoint("a", healthy("a"))
+            .endpoint("b", switchable("b", bad.clone()))
+            .build()
+            .unwrap()
+    };
+    let lb = two(breaker(), patient);
     let b_state = lb.handle().endpoints()[1].1.clone();
     let (ok, err) = drive(&lb, 20).await;
     assert_eq!(err.get("inner:b"), Some(&10), "{err:?}");
@@ -111,14 +114,7 @@ async fn a_guard_set_later_replaces_the_one_of_its_kind() {
     assert_eq!(b_state.breaker().unwrap().state(), State::Closed);
 
     // The other way round, the first test's breaker opens after 5.
-    let lb = Balance::builder()
-        .picker(pick::RoundRobin::new())
-        .guard(CircuitBreakerConfig::default())
-        .guard(breaker())
-        .endpoint("a", healthy("a"))
-        .endpoint("b", switchable("b", bad))
-        .build()
-        .unwrap();
+    let lb = two(CircuitBreakerConfig::default(), breaker());
     let (ok, err) = drive(&lb, 20).await;
     assert_eq!(err.get("inner:b"), Some(&5), "{err:?}");
     assert_eq!(ok["a"], 15);
