@@ -5,14 +5,20 @@
 //! excess over the floor fades in floors); and when an estimate is too
 //! old to describe the replica (stale).
 
-use crate::time::exp_neg;
-
 /// While an endpoint takes no calls, its estimate's excess over its floor
-/// latency (its unloaded service time, see `parallelism.rs`) fades with a
-/// time constant of this many floors: the excess is a queue, a slowdown or
+/// latency (its unloaded service time, see `parallelism.rs`) fades to
+/// nothing within this many floors: the excess is a queue, a slowdown or
 /// a hiccup, each of which lasts some service times, not the seconds of
 /// the idle fade. The floor itself keeps fading with the idle constant
 /// (`Builder::decay`), so every endpoint is explored again in time.
+///
+/// The excess fades in a straight line, not exponentially with this many
+/// floors as its time constant, as it did at first: the line starts as
+/// steep, is gone at a known time instead of lingering for several, and
+/// costs a multiplication where the exponential's polynomial and branch
+/// sat on every pick's critical path, once per candidate (the
+/// measurement is in docs/performance.md). In the lab's family and its
+/// LAN fleets over real sockets the line balanced as well or better.
 ///
 /// On identical replicas answering in 200 µs over real sockets, one
 /// scheduler hiccup of a few milliseconds used to raise a replica's
@@ -20,25 +26,28 @@ use crate::time::exp_neg;
 /// idle fade took to bring it back; now it takes tens of milliseconds.
 pub(crate) const PEAK_FLOORS: f64 = 1000.0;
 
-/// The shortest time constant [`PEAK_FLOORS`] gives: 10 ms (a floor of 0,
-/// a replica answering within the clock's tick, must not make it instant).
-const MIN_PEAK_TAU_NS: f64 = 10e6;
+/// The shortest fade [`PEAK_FLOORS`] gives: 10 ms (a floor of 0, a
+/// replica answering within the clock's tick, must not make it instant).
+const MIN_PEAK_FADE_NS: f64 = 10e6;
 
-/// The rate (1/τ) at which the excess over a floor of `floor_ns` fades,
-/// never slower than the idle fade `latency`.
+/// The rate at which the excess over a floor of `floor_ns` fades (the
+/// inverse of the time it takes), never slower than the idle fade's
+/// `latency` (1/τ).
 #[inline(always)]
 fn peak_rate(floor_ns: f64, latency: f64) -> f64 {
-    (1.0 / (floor_ns * PEAK_FLOORS).max(MIN_PEAK_TAU_NS)).max(latency)
+    (1.0 / (floor_ns * PEAK_FLOORS).max(MIN_PEAK_FADE_NS)).max(latency)
 }
 
 /// The estimate `est` after `dt` ns without a sample, its excess over
-/// `floor_ns` faded with [`PEAK_FLOORS`], as a value that the idle fade
-/// (on `latency`, applied by the reader) then multiplies.
+/// `floor_ns` faded in a line that reaches zero within [`PEAK_FLOORS`]
+/// floors, as a value that the idle fade (on `latency`, applied by the
+/// reader) then multiplies. Where the idle fade is as fast (a floor of 10
+/// ms or more, at the default `decay`), only the idle fade applies.
 #[inline(always)]
 pub(super) fn fade_excess(est: f64, floor_ns: f64, dt: u64, latency: f64) -> f64 {
     if est > floor_ns {
         let rel = peak_rate(floor_ns, latency) - latency;
-        floor_ns + (est - floor_ns) * exp_neg(dt as i64 as f64 * rel)
+        floor_ns + (est - floor_ns) * (1.0 - dt as i64 as f64 * rel).max(0.0)
     } else {
         est
     }

@@ -188,21 +188,32 @@ fn seen(e: &Ewma, now_ns: u64, floor_ns: f64) -> f64 {
 #[test]
 fn an_idle_estimates_excess_over_its_floor_fades_in_floors() {
     let long = |idle: f64| (-idle / 10e9).exp();
+    // The excess's share left after `idle` when it fades within `fade`:
+    // a line to zero, at the rate over the idle fade's (which the reader
+    // applies to the whole estimate).
+    let line = |idle: f64, fade: f64| (1.0 - idle * (1.0 / fade - 1.0 / 10e9)).max(0.0);
     // (floor, estimate, idle, what a reader sees): the excess over the
-    // floor fades with τ = 1000 floors (10 ms at least, the idle τ at
-    // most), the floor itself with the idle τ (10 s).
-    let cases: [(f64, f64, f64, f64); 7] = [
-        // A 5 ms hiccup on a 100 µs replica: gone within a second.
+    // floor fades within 1000 floors (10 ms at least, the idle τ at most),
+    // the floor itself with the idle τ (10 s).
+    let cases: [(f64, f64, f64, f64); 9] = [
+        // A 5 ms hiccup on a 100 µs replica: gone within 100 ms.
         (100e3, 5e6, 0.0, 5e6),
         (
             100e3,
             5e6,
-            100e6,
-            100e3 * long(100e6) + 4.9e6 * (-1f64).exp(),
+            50e6,
+            (100e3 + 4.9e6 * line(50e6, 100e6)) * long(50e6),
         ),
-        (100e3, 5e6, 1e9, 100e3 * long(1e9) + 4.9e6 * (-10f64).exp()),
-        // A floor of 0 (answers within the clock's tick): τ is 10 ms.
-        (0.0, 1e6, 10e6, 1e6 * (-1f64).exp()),
+        (
+            100e3,
+            5e6,
+            99e6,
+            (100e3 + 4.9e6 * line(99e6, 100e6)) * long(99e6),
+        ),
+        (100e3, 5e6, 1e9, 100e3 * long(1e9)),
+        // A floor of 0 (answers within the clock's tick): within 10 ms.
+        (0.0, 1e6, 5e6, 1e6 * line(5e6, 10e6) * long(5e6)),
+        (0.0, 1e6, 11e6, 0.0),
         // A 10 ms replica: 1000 floors is the idle τ, nothing changes.
         (10e6, 40e6, 5e9, 40e6 * long(5e9)),
         // An estimate at or below its floor only fades with the idle τ.
@@ -217,6 +228,25 @@ fn an_idle_estimates_excess_over_its_floor_fades_in_floors() {
             (got - want).abs() <= want * 1e-5 + 1.0,
             "floor {floor}, est {est}, idle {idle}: {got} != {want}"
         );
+    }
+}
+
+proptest::proptest! {
+    /// However long it idles, an estimate's excess only falls, and never
+    /// takes the estimate below its floor (or above what it was).
+    #[test]
+    fn the_excess_fade_only_falls_and_stops_at_the_floor(
+        floor in 0.0f64..1e9,
+        est in 0.0f64..1e10,
+        a in 0u64..100_000_000_000,
+        b in 0u64..100_000_000_000,
+    ) {
+        let (early, late) = (a.min(b), a.max(b));
+        let at = |dt| fade_excess(est, floor, dt, 1.0 / TAU);
+        proptest::prop_assert!(at(late) <= at(early));
+        // Within rounding: floor + (est − floor) is est to the last bit.
+        proptest::prop_assert!(at(early) <= est * (1.0 + 1e-15));
+        proptest::prop_assert!(at(late) >= est.min(floor));
     }
 }
 
