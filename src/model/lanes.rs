@@ -224,8 +224,12 @@ impl EndpointState {
     /// Lane `lane`'s line; lane 0 for a lane this endpoint does not have.
     #[inline(always)]
     pub(super) fn lane(&self, lane: usize) -> &Hot {
-        // Lane 0 wraps to `usize::MAX`, which no endpoint has.
-        self.more.get(lane.wrapping_sub(1)).unwrap_or(&self.hot)
+        // Lane 0 (every call of a balancer without per-thread load) does
+        // not read `more`, which lies on the endpoint's next cache line.
+        if lane == 0 {
+            return &self.hot;
+        }
+        self.more.get(lane - 1).unwrap_or(&self.hot)
     }
 
     /// Lane `lane`'s estimate at `now_ns`, with the model's rates at hand

@@ -239,23 +239,31 @@ impl PeakEwma {
         if !self.learn_parallelism {
             return f64::INFINITY;
         }
+        // Fewer calls in flight than candidates: no split to hold, and no
+        // need to read their estimates (an idle or lightly loaded
+        // balancer's every pick).
         let (mut flight, mut available) = (0usize, 0usize);
+        for &i in idx {
+            if cx.is_available(i) {
+                flight += cx.view(i).in_flight();
+                available += 1;
+            }
+        }
+        if flight < available {
+            return f64::INFINITY;
+        }
         let (mut lowest, mut highest) = ([f64::INFINITY; 2], [0f64; 2]);
         for &i in idx {
             if cx.is_available(i) {
                 let v = cx.view(i);
-                flight += v.in_flight();
-                available += 1;
                 for (k, x) in [v.written_estimate(), v.floor_ns()].into_iter().enumerate() {
                     (lowest[k], highest[k]) = (lowest[k].min(x), highest[k].max(x));
                 }
             }
         }
         // Unlike now or by nature (an unknown floor, +∞, beside a known
-        // one is unlike), or fewer calls in flight than candidates (no
-        // split to hold).
-        let unlike = (0..2).any(|k| highest[k] > LIKE * lowest[k]);
-        if unlike || flight < available {
+        // one is unlike).
+        if (0..2).any(|k| highest[k] > LIKE * lowest[k]) {
             return f64::INFINITY;
         }
         1.0 + flight as f64 / available.max(1) as f64
