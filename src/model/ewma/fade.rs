@@ -17,8 +17,11 @@
 /// steep, is gone at a known time instead of lingering for several, and
 /// costs a multiplication where the exponential's polynomial and branch
 /// sat on every pick's critical path, once per candidate (the
-/// measurement is in docs/performance.md). In the lab's family and its
-/// LAN fleets over real sockets the line balanced as well or better.
+/// measurement is in docs/performance.md). In the lab's family (both of
+/// its seeds) and its LAN fleets over real sockets the default balanced
+/// as well or better with the line; a line reaching the floor in twice
+/// the time, as much area as the exponential, did no better (docs/lab.md,
+/// "After the linear fade").
 ///
 /// On identical replicas answering in 200 µs over real sockets, one
 /// scheduler hiccup of a few milliseconds used to raise a replica's
