@@ -9,7 +9,7 @@
 //! fair share). Before the default credited a replica no more parallelism
 //! than the load it spreads, it held whatever split of the users its
 //! estimates first favoured, and one run in five went over 2; since, the
-//! busiest window has stayed within 1.5 of the fair share.
+//! busiest window has stayed well under 2 (docs/lab.md has the runs).
 //!
 //! A test binary of its own: cargo runs test binaries one at a time, so no
 //! other lab test competes with it for the cores while it measures. The lab
