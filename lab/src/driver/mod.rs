@@ -111,7 +111,10 @@ async fn run_all(sc: &Scenario, opts: &Options) -> Result<Report, LabError> {
         let (exporter, task) = start_exporter(opts).await?;
         (Some(exporter), Some(task))
     };
-    let stream = opts.stream.then(|| Stream::start(&report, width(&runs)));
+    let streamed_peers = if opts.sim { &[][..] } else { &peer_rows[..] };
+    let stream = opts
+        .stream
+        .then(|| Stream::start(&report, width(&runs, streamed_peers)));
     for (k, spec) in runs.iter().enumerate() {
         let name = spec.picker;
         let ctx = Ctx {
@@ -206,14 +209,16 @@ async fn start_exporter(opts: &Options) -> Result<(Exporter, AbortOnDrop), LabEr
     Ok((exporter, task))
 }
 
-/// Room for the longest name a row can take (its picker's, a tracking
-/// mode, `+limits`, a route variant, `(rival)`, its settings).
-fn width(rows: &[RowSpec]) -> usize {
-    rows.iter()
-        .map(|r| {
-            let tuned = r.tuning.as_ref().map_or(0, |t| t.label().len());
-            r.picker.as_str().len() + 22 + tuned
-        })
+/// Room for the longest name a row can take: a picker's (with a tracking
+/// mode, `+limits`, a route variant, `(rival)`, its settings) or a
+/// proxy's (its policy, its settings, `(peer)`).
+fn width(rows: &[RowSpec], peers: &[Peer]) -> usize {
+    let pickers = rows.iter().map(|r| {
+        let tuned = r.tuning.as_ref().map_or(0, |t| t.label().len());
+        r.picker.as_str().len() + 22 + tuned
+    });
+    pickers
+        .chain(peers.iter().map(|p| p.row_name().len()))
         .max()
         .unwrap_or(0)
 }
@@ -254,4 +259,31 @@ async fn run_picker(
         PickerName::Rival(r) => return rivals::run(ctx, r, registry).await,
     };
     r.map(Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::Tracking;
+
+    #[test]
+    fn the_streamed_name_column_holds_a_proxys_longest_row_name() {
+        let rows = [RowSpec {
+            picker: "peak_ewma".parse().unwrap(),
+            track: Tracking::Body,
+            variant: None,
+            limited: false,
+            slow_start: false,
+            tuning: None,
+        }];
+        let spec: PeerSpec = "nginx:round_robin:keepalive=off".parse().unwrap();
+        let peers = proxy::rows(&[spec]);
+        let long = peers[0].row_name();
+        assert_eq!(long, "nginx round robin keepalive=off (peer)");
+        assert!(
+            width(&rows, &[]) < long.len(),
+            "the case needs a short picker"
+        );
+        assert_eq!(width(&rows, &peers), long.len());
+    }
 }

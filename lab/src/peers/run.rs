@@ -233,7 +233,7 @@ pub async fn run(
         rec: rec.clone(),
     }));
     let progress = (!ctx.quiet).then(|| Progress {
-        label: format!("{} (peer)", peer.label()),
+        label: peer.row_name(),
         nth: ctx.nth,
         sim: false,
     });

@@ -308,7 +308,7 @@ impl Report {
     /// picker that saw the weights, `(peer)` after a proxy.
     pub fn row_name(&self, r: &PickerReport) -> String {
         let name = if r.peer.is_some() {
-            format!("{} (peer)", r.picker)
+            crate::scenario::proxy::row_name(&r.picker)
         } else if r.rival.is_some() {
             match r.picker.parse::<crate::scenario::Rival>() {
                 Ok(rival) => rival.row_name(),

@@ -167,6 +167,17 @@ impl Peer {
         };
         format!("{} {policy}{}", self.proxy, self.settings.suffix())
     }
+
+    /// The row's name in the table: [`label`](Self::label) and `(peer)`.
+    pub fn row_name(self) -> String {
+        row_name(&self.label())
+    }
+}
+
+/// A proxy's row name from its label (`nginx least_conn (peer)`), in the
+/// table, the chart and the streamed rows alike.
+pub fn row_name(label: &str) -> String {
+    format!("{label} (peer)")
 }
 
 /// A `--peers` item: a proxy with every policy (`nginx`) or with one
