@@ -10,7 +10,11 @@
 //! the future" instead of a panic on the request path. Only the standard
 //! library's public API is used: no reading of an `Instant`'s private
 //! layout, whatever it would save.
+//!
+//! The request path's own clock, [`Clock`], is here too: the CPU's counter,
+//! tied to tokio's clock (see its docs).
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -131,119 +135,196 @@ pub(crate) fn exp_neg(x: f64) -> f64 {
     p * f64::from_bits(((1023 - n) as u64) << 52)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+// ---- The request path's clock ----
+//
+/// How often, in the counter's time, its readings are tied to tokio's
+/// clock again: 100 ms. Were the counter's scale off by 100 ppm (a poor
+/// calibration, or the OS slewing its clock), the readings would part by
+/// 10 µs in that time, the model's finest time (its latency floor). Taking
+/// the offset costs one tokio reading per interval, on the call that finds
+/// it due.
+pub(crate) const ANCHOR_EVERY: Duration = Duration::from_millis(100);
 
-    #[test]
-    fn epoch_nanoseconds_agree_with_the_standard_library() {
-        let at = Instant::now();
-        let epoch = Epoch::new(at);
-        for ns in [
-            0,
-            1,
-            999_999_999,
-            1_000_000_000,
-            1_234_567_891,
-            86_400_000_000_123,
-        ] {
-            let t = at + Duration::from_nanos(ns);
-            assert_eq!(epoch.nanos(t), ns);
-            assert_eq!(epoch.nanos(t), nanos(t.saturating_duration_since(at)));
-        }
-        // Before the epoch: zero, as `saturating_duration_since`.
-        let later = Epoch::new(at + Duration::from_secs(3));
-        assert_eq!(later.nanos(at), 0);
-        // A year on: still exact.
-        let far = after(at, MAX_DURATION);
-        assert_eq!(epoch.nanos(far), nanos(MAX_DURATION));
-        assert_eq!(epoch.at(epoch.nanos(far)), far);
-    }
+/// How long the pause check spins on the standard clock: tokio's clock,
+/// unless paused, moves on by as much.
+const PAUSE_CHECK: Duration = Duration::from_micros(1);
 
-    proptest::proptest! {
-        /// `nanos` is `as_nanos` wherever that fits a `u64`, and saturates
-        /// where it does not.
-        #[test]
-        fn nanos_is_as_nanos_saturated(secs in proptest::num::u64::ANY, sub in 0u32..1_000_000_000) {
-            let d = Duration::new(secs, sub);
-            let want = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-            proptest::prop_assert_eq!(nanos(d), want);
-        }
-    }
+/// The clock a balancer reads on every call: when the call starts (the
+/// pick's "now" and the call's start) and when it answers (its latency and
+/// the sample's time). Two readings per request.
+///
+/// Everywhere else the crate reads tokio's clock, as tower does, so that a
+/// test on tokio's paused clock drives every timer. The request path reads
+/// the CPU's counter instead, through `quanta`: its invariant time-stamp
+/// counter where the CPU has one (x86-64 with an invariant TSC, AArch64's
+/// system counter), the OS's monotonic clock elsewhere. A counter reading
+/// scaled to nanoseconds is a fraction of a tokio reading (the vDSO's
+/// `clock_gettime`), and the two readings were the largest part of the
+/// default balancer's time per request: docs/performance.md, "The request
+/// path's clock", has the figures.
+///
+/// **One time, two sources.** The counter's nanoseconds are tied to the
+/// epoch's (tokio's clock) by an offset, taken again from tokio's clock
+/// once every [`ANCHOR_EVERY`] of counter time, by whichever call finds it
+/// due. The scale quanta measured at start-up is right within parts per
+/// million and the OS slews its own clock by as much, so between two
+/// anchorings the readings part by at most the drift of one interval
+/// (microseconds); a reading never drifts further from tokio's clock than
+/// that. Timestamps from either source can be compared, and an epoch
+/// reading converts to a tokio [`Instant`](tokio::time::Instant) for a
+/// timer.
+///
+/// **Tests on a paused clock.** A balancer built where tokio's clock is
+/// paused (`#[tokio::test(start_paused = true)]`, the lab's `--sim`) reads
+/// tokio's clock on the request path too, so that latencies are the paused
+/// clock's. The clock is chosen once, when the balancer is built: pause the
+/// runtime before building a balancer whose timing a test controls.
+#[derive(Debug)]
+pub(crate) struct Clock {
+    epoch: Epoch,
+    counter: Option<Counter>,
+}
 
-    proptest::proptest! {
-        /// `elapsed` is `saturating_duration_since`, in either order, also
-        /// for instants too far for nanoseconds in a `u64`.
-        #[test]
-        fn elapsed_is_the_standard_librarys_difference(
-            a in 0u64..1 << 62,
-            b in 0u64..1 << 62,
-            far in proptest::bool::ANY,
-        ) {
-            let at = Instant::now();
-            let (start, now) = (at + Duration::from_nanos(a), at + Duration::from_nanos(b));
-            // 600 years on: past the nanoseconds a `u64` holds (584 years).
-            let now = if far { after(now, MAX_DURATION * 600) } else { now };
-            proptest::prop_assert_eq!(elapsed(start, now), now.saturating_duration_since(start));
-            proptest::prop_assert_eq!(elapsed(now, start), start.saturating_duration_since(now));
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_epoch_follows_a_paused_clock() {
-        let epoch = Epoch::new(Instant::now());
-        tokio::time::advance(Duration::from_millis(1500)).await;
-        assert_eq!(epoch.nanos(Instant::now()), 1_500_000_000);
-    }
-
-    #[test]
-    fn decay_matches_exp_on_both_paths() {
-        const TAU: f64 = 10e9;
-        for x in [
-            0.0,
-            1e-9,
-            1e-4,
-            0.01,
-            0.015,
-            1.0 / 64.0,
-            0.02,
-            0.5,
-            1.0,
-            5.0,
-            50.0,
-        ] {
-            let got = decay((x * TAU) as u64, 1.0 / TAU);
-            let want = (-x).exp();
-            assert!(
-                (got - want).abs() <= 3e-7 * want + 1e-9,
-                "x={x}: {got} vs {want}"
-            );
+impl Clock {
+    /// The clock of a balancer built here and now, counting from `epoch`:
+    /// tokio's when its clock is paused here, else the counter.
+    pub(crate) fn detect(epoch: Epoch) -> Self {
+        Self {
+            epoch,
+            counter: (!runtime_clock_paused()).then(Counter::new),
         }
     }
 
-    #[test]
-    fn exp_neg_is_close_everywhere() {
-        let mut x = 0.0f64;
-        while x < 800.0 {
-            let (got, want) = (exp_neg(x), (-x).exp());
-            assert!(
-                (got - want).abs() <= 3e-7 * want + 1e-300,
-                "x={x}: {got} vs {want}"
-            );
-            x = x * 1.01 + 0.001;
+    /// Tokio's clock, always, counting from `epoch`.
+    #[cfg(test)]
+    pub(crate) fn runtime(epoch: Epoch) -> Self {
+        Self {
+            epoch,
+            counter: None,
         }
-        assert_eq!(exp_neg(1e6), 0.0);
     }
 
-    #[test]
-    fn saturates_instead_of_panicking() {
-        assert_eq!(nanos(Duration::MAX), u64::MAX);
-        assert_eq!(nanos(Duration::from_nanos(7)), 7);
-        let now = Instant::now();
-        assert!(after(now, Duration::MAX) >= now);
-        assert_eq!(
-            after(now, Duration::from_secs(1)),
-            now + Duration::from_secs(1)
-        );
+    /// Whether the request path reads the counter.
+    #[cfg(test)]
+    pub(crate) fn is_counter(&self) -> bool {
+        self.counter.is_some()
+    }
+
+    /// The epoch the readings count from.
+    #[inline(always)]
+    pub(crate) fn epoch(&self) -> &Epoch {
+        &self.epoch
+    }
+
+    /// The time now, in nanoseconds since the epoch.
+    #[inline(always)]
+    pub(crate) fn now_ns(&self) -> u64 {
+        match &self.counter {
+            Some(c) => c.now_ns(&self.epoch),
+            None => self.epoch.nanos(Instant::now()),
+        }
+    }
+
+    /// Nanoseconds from the epoch to `t`: [`Epoch::nanos`].
+    #[inline(always)]
+    pub(crate) fn nanos(&self, t: Instant) -> u64 {
+        self.epoch.nanos(t)
+    }
+
+    /// The instant `ns` after the epoch: [`Epoch::at`].
+    #[inline]
+    pub(crate) fn at(&self, ns: u64) -> Instant {
+        self.epoch.at(ns)
     }
 }
+
+/// Whether tokio's clock stands still here: it does not move while the
+/// standard clock moves by [`PAUSE_CHECK`]. A paused clock moves only when
+/// told to or when its runtime idles, neither of which can happen inside
+/// this synchronous spin; an unpaused one is the standard clock.
+fn runtime_clock_paused() -> bool {
+    let before = Instant::now();
+    let spin = std::time::Instant::now();
+    while spin.elapsed() < PAUSE_CHECK {
+        std::hint::spin_loop();
+    }
+    Instant::now() == before
+}
+
+/// The counter and its tie to the epoch.
+#[derive(Debug)]
+struct Counter {
+    source: quanta::Clock,
+    /// The counter's raw reading its nanoseconds count from.
+    origin: u64,
+    anchor: Anchor,
+}
+
+impl Counter {
+    fn new() -> Self {
+        // The first clock of the process measures the counter's rate
+        // against the OS's clock, about half a millisecond; later ones
+        // reuse it.
+        let source = quanta::Clock::new();
+        let origin = source.raw();
+        Self {
+            source,
+            origin,
+            anchor: Anchor::new(),
+        }
+    }
+
+    #[inline(always)]
+    fn now_ns(&self, epoch: &Epoch) -> u64 {
+        let counter_ns = self.source.delta_as_nanos(self.origin, self.source.raw());
+        self.anchor
+            .epoch_ns(counter_ns, || epoch.nanos(Instant::now()))
+    }
+}
+
+/// The offset from the counter's nanoseconds to the epoch's, taken from
+/// tokio's clock when due. Two words written once an interval and read by
+/// every call: a reader that sees the new due time with the old offset
+/// reads one interval's drift off, which the module allows anyway.
+#[derive(Debug)]
+struct Anchor {
+    /// Epoch nanoseconds minus counter nanoseconds at the last anchoring
+    /// (wrapping: the counter may be ahead of the epoch).
+    offset: AtomicU64,
+    /// The counter's nanoseconds at which the next anchoring is due: 0 at
+    /// first, so that the first reading takes the offset.
+    due: AtomicU64,
+}
+
+impl Anchor {
+    fn new() -> Self {
+        Self {
+            offset: AtomicU64::new(0),
+            due: AtomicU64::new(0),
+        }
+    }
+
+    /// The epoch's nanoseconds at the counter's `counter_ns`: through the
+    /// offset, or, when an anchoring is due, `runtime_ns()` itself (read
+    /// then, and the offset taken from it).
+    #[inline(always)]
+    fn epoch_ns(&self, counter_ns: u64, runtime_ns: impl FnOnce() -> u64) -> u64 {
+        if counter_ns >= self.due.load(Relaxed) {
+            return self.take(counter_ns, runtime_ns());
+        }
+        counter_ns.wrapping_add(self.offset.load(Relaxed))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn take(&self, counter_ns: u64, runtime_ns: u64) -> u64 {
+        self.offset
+            .store(runtime_ns.wrapping_sub(counter_ns), Relaxed);
+        self.due
+            .store(counter_ns.saturating_add(nanos(ANCHOR_EVERY)), Relaxed);
+        runtime_ns
+    }
+}
+
+#[cfg(test)]
+mod tests;

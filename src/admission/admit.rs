@@ -13,6 +13,7 @@ use super::census::{Census, SOFT};
 use super::{InFlight, Judge, Owner};
 use crate::guard::GUARD_BITS;
 use crate::model::EndpointState;
+use crate::time::Epoch;
 
 /// How one pick treats endpoint health, from the census.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,19 +67,28 @@ pub(crate) struct Terms<'a> {
     pub(crate) cap: Cap,
     /// Ids of endpoints this call should avoid.
     pub(crate) avoid: &'a [u64],
-    pub(crate) now: Instant,
+    /// The call's time, in nanoseconds since `epoch`.
+    now_ns: u64,
+    epoch: &'a Epoch,
     /// Nothing can make an endpoint unavailable: every candidate is.
     open: bool,
 }
 
 impl<'a> Terms<'a> {
     #[inline(always)]
-    pub(crate) fn new(route: Route, cap: Cap, avoid: &'a [u64], now: Instant) -> Self {
+    pub(crate) fn new(
+        route: Route,
+        cap: Cap,
+        avoid: &'a [u64],
+        now_ns: u64,
+        epoch: &'a Epoch,
+    ) -> Self {
         Self {
             route,
             cap,
             avoid,
-            now,
+            now_ns,
+            epoch,
             open: cap.is_unlimited() && matches!(route, Route::Healthy) && avoid.is_empty(),
         }
     }
@@ -86,14 +96,30 @@ impl<'a> Terms<'a> {
     /// The same terms with `route` (the route step's per-set treatment).
     #[inline(always)]
     pub(crate) fn with_route(self, route: Route) -> Self {
-        Self::new(route, self.cap, self.avoid, self.now)
+        Self::new(route, self.cap, self.avoid, self.now_ns, self.epoch)
     }
 
     /// The same terms avoiding nothing: every available endpoint was tried
     /// already, and a repeat beats failing the retry.
     #[inline]
     pub(crate) fn without_avoid(self) -> Self {
-        Self::new(self.route, self.cap, &[], self.now)
+        Self::new(self.route, self.cap, &[], self.now_ns, self.epoch)
+    }
+
+    /// The same terms avoiding `avoid` instead.
+    #[cfg(test)]
+    pub(crate) fn avoiding<'b>(self, avoid: &'b [u64]) -> Terms<'b>
+    where
+        'a: 'b,
+    {
+        Terms::new(self.route, self.cap, avoid, self.now_ns, self.epoch)
+    }
+
+    /// The call's time as tokio's [`Instant`], for the guards (breakers
+    /// keep their own clock): converted when a guard asks, not read.
+    #[inline]
+    pub(crate) fn now(&self) -> Instant {
+        self.epoch.at(self.now_ns)
     }
 
     /// Whether `s` may take this call: not at its in-flight cap (fixed, or
@@ -120,7 +146,7 @@ impl<'a> Terms<'a> {
                 if self.route == Route::Degraded && bits & SOFT != 0 {
                     return false;
                 }
-                if bits & GUARD_BITS != 0 && !s.gate.guards.permit(bits, self.now) {
+                if bits & GUARD_BITS != 0 && !s.gate.guards.permit(bits, self.now()) {
                     return false;
                 }
             }
@@ -152,7 +178,7 @@ pub(crate) fn admit(
     debug_assert!(std::ptr::eq(state, &*lane.state));
     let concurrency = state.take_slot(terms.cap.of(state), lane.index)?;
     let pass = if state.gate.guarded {
-        match state.gate.guards.admit(terms.now) {
+        match state.gate.guards.admit(terms.now()) {
             Ok(pass) => Some(pass),
             Err(()) => {
                 state.release(lane.index);

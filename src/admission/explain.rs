@@ -24,7 +24,7 @@ pub(crate) fn explain<E>(states: &[Arc<EndpointState>], terms: &Terms<'_>) -> Er
             u.ejected += 1;
         } else if soft && bits & CHECK != 0 {
             u.failing_checks += 1;
-        } else if !s.gate.guards.count_refusal(terms.now, &mut u) {
+        } else if !s.gate.guards.count_refusal(terms.now(), &mut u) {
             u.other += 1;
         }
     }

@@ -5,8 +5,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use super::Judge;
 use super::admit::Lane;
 use crate::guard::Pass;
@@ -142,7 +140,7 @@ impl InFlight {
     /// The time now, in ns since the epoch, and the call's latency so far.
     #[inline]
     pub(crate) fn elapsed(&self) -> (u64, Duration) {
-        let now_ns = self.lane.state.model.epoch.nanos(crate::scope::now());
+        let now_ns = self.lane.state.model.clock.now_ns();
         (
             now_ns,
             Duration::from_nanos(now_ns.saturating_sub(self.started.unwrap_or(now_ns))),
@@ -229,7 +227,7 @@ impl Drop for InFlight {
             } else {
                 self.started = None;
                 let state = &*self.lane.state;
-                let now_ns = state.model.epoch.nanos(Instant::now());
+                let now_ns = state.model.clock.now_ns();
                 state.record_abandoned(now_ns.saturating_sub(start_ns), now_ns, self.lane.index);
                 if let Some(p) = self.pass.take() {
                     state.gate.guards.release(p);
@@ -308,7 +306,7 @@ impl Completion {
     pub fn read_load(&self, found: Option<Result<LoadReport, ParseError>>, at_end: bool) {
         if let (Some(found), Some(state)) = (found, self.endpoint()) {
             let now_ns = if at_end {
-                state.model.epoch.nanos(Instant::now())
+                state.model.clock.now_ns()
             } else {
                 self.answered_ns
             };

@@ -8,7 +8,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use tokio::time::Instant;
 use tower::ServiceExt;
 use tower_service::Service;
 
@@ -141,9 +140,8 @@ where
         self.refresh();
         let shared = &*self.shared;
         let snap = &*self.snapshot;
-        let now = scope::now();
         let timer = shared.observer.as_ref().and_then(|o| o.pick_started());
-        let picked = shared.dispatch(snap, &req, now);
+        let picked = shared.dispatch(snap, &req);
         if let (Some(o), Some(start)) = (&shared.observer, timer) {
             o.pick_ended(start);
         }
@@ -152,7 +150,7 @@ where
                 service.oneshot(req),
                 guard,
                 shared.classify.clone(),
-                shared.timeout.map(|t| crate::time::after(now, t)),
+                shared.timeout.map(|t| crate::time::after(scope::now(), t)),
             ),
             Err(e) => {
                 shared.census.count_refusal(&e);
@@ -171,7 +169,6 @@ impl<K, S: Clone, P: Picker, C> Shared<K, S, P, C> {
         &self,
         snap: &Snapshot<K, S, P::Table>,
         req: &Req,
-        now: Instant,
     ) -> Result<(S, InFlight), Error<E>>
     where
         P: Pick<Req>,
@@ -179,7 +176,7 @@ impl<K, S: Clone, P: Picker, C> Shared<K, S, P, C> {
         if snap.states.is_empty() {
             return Err(Error::NoEndpoints);
         }
-        let now_ns = self.model.epoch.nanos(now);
+        let now_ns = self.model.clock.now_ns();
         let route = match &snap.route {
             None => self
                 .census
@@ -199,7 +196,13 @@ impl<K, S: Clone, P: Picker, C> Shared<K, S, P, C> {
             rates: self.model.rates,
             rng: &self.rng,
             lane,
-            terms: Terms::new(route, self.cap.get(), avoid, now),
+            terms: Terms::new(
+                route,
+                self.cap.get(),
+                avoid,
+                now_ns,
+                self.model.clock.epoch(),
+            ),
         };
         for _ in 0..PICK_ATTEMPTS {
             let picked = match &snap.route {

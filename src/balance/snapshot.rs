@@ -128,7 +128,7 @@ impl<K, S, P: Picker, C> Shared<K, S, P, C> {
         let key_hash = key_hash(key);
         let ramp_start = match &self.model.slow_start {
             Some(ss) if ramp => {
-                let now_ns = self.model.epoch.nanos(now);
+                let now_ns = self.model.clock.nanos(now);
                 let mut ramps = self.ramps.lock().unwrap_or_else(|e| e.into_inner());
                 Some(ramps.ramp_start(ss, key_hash, now_ns))
             }
@@ -160,7 +160,7 @@ impl<K, S, P: Picker, C> Shared<K, S, P, C> {
     /// Keeps a removed endpoint's ramp position for slow start's memory.
     pub(crate) fn remember_ramp(&self, state: &EndpointState, now: Instant) {
         if let Some(ss) = &self.model.slow_start {
-            let now_ns = self.model.epoch.nanos(now);
+            let now_ns = self.model.clock.nanos(now);
             let elapsed = state.ramp_elapsed_ns(now_ns);
             let mut ramps = self.ramps.lock().unwrap_or_else(|e| e.into_inner());
             ramps.forget_old_and_remember(ss, state.key_hash(), elapsed, now_ns);

@@ -92,7 +92,9 @@ pub const MAX_RETRY_AFTER_PENALTY: Duration = Duration::from_secs(30);
 /// Settings shared by all endpoints of one balancer: the latency model's
 /// time constants, penalties and limits.
 pub(crate) struct Model {
-    pub(crate) epoch: crate::time::Epoch,
+    /// The balancer's epoch, and the request path's clock counting from
+    /// it.
+    pub(crate) clock: crate::time::Clock,
     pub(crate) rates: Rates,
     pub(crate) default_rtt_ns: f64,
     pub(crate) penalty_ns: f64,
@@ -123,7 +125,7 @@ impl Model {
     /// Nanoseconds since the balancer's epoch (0 before it; saturating).
     #[inline]
     pub(crate) fn nanos(&self, t: tokio::time::Instant) -> u64 {
-        self.epoch.nanos(t)
+        self.clock.nanos(t)
     }
 }
 

@@ -157,7 +157,7 @@ impl EndpointState {
     /// transport of your own; see
     /// [`Handle::report_load`](crate::Handle::report_load)).
     pub fn report_load(&self, report: &LoadReport) {
-        self.record_load(report, self.model.nanos(Instant::now()));
+        self.record_load(report, self.model.clock.now_ns());
     }
 
     /// The last report, unless it is older than the balancer's

@@ -103,7 +103,7 @@ pub(crate) struct Birth {
 
 impl EndpointState {
     pub(crate) fn new(birth: Birth, model: &Arc<Model>, now: Instant) -> Self {
-        let now_ns = model.epoch.nanos(now);
+        let now_ns = model.clock.nanos(now);
         let ramp_start = match birth.ramp_start {
             Some(start) if model.slow_start.is_some() => start.min(NO_RAMP - 1),
             _ => NO_RAMP,
@@ -176,7 +176,7 @@ impl EndpointState {
 
     /// Whether outlier detection has ejected this endpoint at `now`.
     pub fn is_ejected(&self, now: Instant) -> bool {
-        self.gate.outlier.is_ejected(self.model.epoch.nanos(now))
+        self.gate.outlier.is_ejected(self.model.clock.nanos(now))
     }
 
     /// This endpoint's circuit breaker, when the balancer has breakers.
@@ -220,7 +220,7 @@ impl EndpointState {
 
     /// The instant `now_ns` after the balancer's epoch.
     pub(crate) fn instant_at(&self, now_ns: u64) -> Instant {
-        self.model.epoch.at(now_ns)
+        self.model.clock.at(now_ns)
     }
 
     /// The lanes in use, minus one (a power of two minus one).
@@ -262,7 +262,7 @@ impl EndpointState {
 
     /// The weight after slow start, at `now`.
     pub fn effective_weight(&self, now: Instant) -> f64 {
-        self.view(0).weight_ns(self.model.epoch.nanos(now))
+        self.view(0).weight_ns(self.model.clock.nanos(now))
     }
 
     /// How far into its ramp this endpoint is at `now_ns` (the window when it
@@ -283,7 +283,7 @@ impl EndpointState {
         reading(
             self,
             self.freshest(),
-            self.model.epoch.nanos(now),
+            self.model.clock.nanos(now),
             self.model.rates,
         )
     }

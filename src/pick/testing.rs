@@ -25,7 +25,7 @@ impl Fixture {
     /// Endpoints with `lane_mask + 1` lanes (see `model::lanes`).
     pub(crate) fn with_lanes(weights: &[f64], lane_mask: usize) -> Self {
         let model = Arc::new(Model {
-            epoch: crate::time::Epoch::new(Instant::now()),
+            clock: crate::time::Clock::runtime(crate::time::Epoch::new(Instant::now())),
             rates: Rates {
                 latency: 1.0 / 10e9,
                 failure: 1.0 / 2e9,
@@ -53,7 +53,11 @@ impl Fixture {
                     gate: Default::default(),
                     observer: None,
                 };
-                Arc::new(EndpointState::new(birth, &model, model.epoch.instant()))
+                Arc::new(EndpointState::new(
+                    birth,
+                    &model,
+                    model.clock.epoch().instant(),
+                ))
             })
             .collect();
         Self {
@@ -71,16 +75,22 @@ impl Fixture {
 
     /// A pool as lane `lane`'s threads see it.
     pub(crate) fn cx_in<'a, T>(&'a self, table: &'a T, lane: usize) -> Pool<'a, T> {
-        let now = Instant::now();
+        let now_ns = self.model.clock.now_ns();
         Pool {
             states: &self.states,
             sampler: &self.sampler,
             table,
-            now_ns: self.model.nanos(now),
+            now_ns,
             rates: self.model.rates,
             rng: &self.rng,
             lane,
-            terms: Terms::new(Route::Healthy, self.cap, &[], now),
+            terms: Terms::new(
+                Route::Healthy,
+                self.cap,
+                &[],
+                now_ns,
+                self.model.clock.epoch(),
+            ),
         }
     }
 

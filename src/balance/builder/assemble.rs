@@ -89,7 +89,7 @@ impl<K, S, P, C> Builder<K, S, P, C> {
 /// penalties and limits.
 fn model<K, S>(cfg: &Settings<K, S>, now: Instant) -> Model {
     Model {
-        epoch: crate::time::Epoch::new(now),
+        clock: crate::time::Clock::detect(crate::time::Epoch::new(now)),
         rates: Rates {
             latency: 1.0 / cfg.decay.as_nanos() as f64,
             failure: 1.0 / cfg.failure_decay.as_nanos() as f64,

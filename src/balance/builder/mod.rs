@@ -96,6 +96,17 @@ impl<K, S> Builder<K, S> {
 impl<K, S, P, C> Builder<K, S, P, C> {
     /// Validates the configuration and builds the balancer.
     ///
+    /// # Time
+    /// A call's latency is measured with the CPU's time-stamp counter
+    /// (through [`quanta`](https://docs.rs/quanta); the OS's monotonic
+    /// clock where the CPU has no invariant counter), kept within
+    /// microseconds of tokio's clock, which every timer of the crate uses.
+    /// A balancer built where tokio's clock is paused
+    /// (`#[tokio::test(start_paused = true)]`, or after
+    /// `tokio::time::pause()`) measures on tokio's clock instead, so a test
+    /// that advances time sees the latencies it simulates. Pause the clock
+    /// before building: the choice is made here.
+    ///
     /// # Errors
     /// A [`ConfigError`] naming the first invalid field: `weight`,
     /// `endpoint` (a duplicate key), `max_in_flight`, `timeout`, `decay`,

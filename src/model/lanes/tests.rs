@@ -36,7 +36,8 @@ fn start(f: &Fixture, lane: usize, now_ns: u64) -> InFlight {
         Route::Healthy,
         Cap::default(),
         &[],
-        f.model.epoch.at(now_ns),
+        now_ns,
+        f.model.clock.epoch(),
     );
     let handle = Lane::new(Arc::clone(&f.states[0]), lane, None);
     admit(&terms, &f.states[0], &handle, now_ns).expect("no cap")
@@ -73,7 +74,7 @@ fn a_success_stays_in_its_lane_and_a_failure_reaches_every_lane() {
     assert_eq!(s.estimate_with(10 * ms, rates, 0).mean_ns, 2e6);
     assert!(is_default(s.estimate_with(10 * ms, rates, 1).mean_ns));
     // The merged read is the lane sampled last.
-    assert_eq!(s.estimate(f.model.epoch.at(10 * ms)).mean_ns, 2e6);
+    assert_eq!(s.estimate(f.model.clock.at(10 * ms)).mean_ns, 2e6);
     s.record(&Outcome::Failure(FailureKind::Error), ms, 11 * ms, 1, 0);
     for lane in 0..2 {
         let e = s.estimate_with(11 * ms, rates, lane);

@@ -162,7 +162,7 @@ mod tests {
         // A retry avoids 1 and 2; 0 is over its cap of 1 but the only one left.
         let avoid = [1u64, 2];
         let mut cx = f.cx(&());
-        cx.terms = crate::admission::Terms::new(cx.terms.route, cx.terms.cap, &avoid, cx.terms.now);
+        cx.terms = cx.terms.avoiding(&avoid);
         assert_eq!(
             place(&cx, Some(1.0), &order, &rank, [1, 2, 0].into_iter()),
             Some(0)
