@@ -225,6 +225,16 @@ impl Clock {
         }
     }
 
+    /// The time now as tokio's [`Instant`]: the counter's reading
+    /// converted, or tokio's clock.
+    #[inline(always)]
+    pub(crate) fn now(&self) -> Instant {
+        match &self.counter {
+            Some(c) => self.epoch.at(c.now_ns(&self.epoch)),
+            None => Instant::now(),
+        }
+    }
+
     /// Nanoseconds from the epoch to `t`: [`Epoch::nanos`].
     #[inline(always)]
     pub(crate) fn nanos(&self, t: Instant) -> u64 {

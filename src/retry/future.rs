@@ -151,7 +151,7 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         loop {
-            let now = Instant::now();
+            let now = this.own.shared.clock.now();
             let step = match *this.phase {
                 // Polled after completion.
                 Phase::Done => return Poll::Pending,

@@ -67,6 +67,8 @@ pub(crate) struct Shared<R> {
     pub(crate) budget: Arc<Budget>,
     pub(crate) hedge: Option<Hedger>,
     pub(crate) stats: RetryStats,
+    /// The clock of each call and poll (see [`Clock`](crate::time::Clock)).
+    pub(crate) clock: crate::time::Clock,
     events: Events,
     /// The budget refused the last withdrawal (an exhaustion episode).
     exhausted: AtomicBool,
@@ -319,6 +321,13 @@ impl<R, C> Builder<R, C> {
 
     /// Checks the settings and builds the layer.
     ///
+    /// # Time
+    /// Each call and poll reads the CPU's time-stamp counter, kept within
+    /// microseconds of tokio's clock, as the balancer does (see
+    /// [`balance::Builder::build`](crate::balance::Builder::build)); a
+    /// layer built where tokio's clock is paused reads tokio's clock, so
+    /// pause it before building.
+    ///
     /// # Errors
     /// `max_attempts` must be within 1 ..= [`MAX_ATTEMPTS`];
     /// `per_try_timeout` and `deadline` > 0 and at most one year;
@@ -365,6 +374,9 @@ impl<R, C> Builder<R, C> {
                 budget: cfg.budget.unwrap_or_default(),
                 hedge,
                 stats: RetryStats::default(),
+                clock: crate::time::Clock::detect(crate::time::Epoch::new(
+                    tokio::time::Instant::now(),
+                )),
                 events: Events {
                     balancer: cfg.name.unwrap_or_else(|| Arc::from("retry")),
                     hook: cfg.hook,

@@ -5,7 +5,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use tokio::time::Instant;
 use tower_service::Service;
 
 use super::future::ResponseFuture;
@@ -128,7 +127,7 @@ where
     fn call(&mut self, req: Req) -> Self::Future {
         let shared = &self.own.shared;
         bump(&shared.stats.requests);
-        let now = Instant::now();
+        let now = shared.clock.now();
         shared.budget.deposit_at(now);
         let own_deadline = shared.replay.deadline(&req);
         let (req, kept) = if shared.max_attempts > 1 {
