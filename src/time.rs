@@ -11,8 +11,11 @@
 //! library's public API is used: no reading of an `Instant`'s private
 //! layout, whatever it would save.
 //!
-//! The request path's own clock, [`Clock`], is here too: the CPU's counter,
-//! tied to tokio's clock (see its docs).
+//! The request path's own clock, `Clock`, is here too: the CPU's
+//! time-stamp counter (through `quanta`), tied to tokio's clock. A
+//! balancer and a retry layer built where tokio's clock is paused read
+//! tokio's clock instead (see
+//! [`balance::Builder::build`](crate::balance::Builder::build)).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
