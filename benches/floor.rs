@@ -15,6 +15,9 @@
 //! * `floor/clock`: one read of tokio's clock. A latency sample takes two;
 //!   tower's p2c over `PeakEwma` takes four per request (one per candidate's
 //!   load, one at the call, one at the end).
+//! * `floor/counter`: one read of the clock the crate's request path reads
+//!   (`src/time.rs`, `Clock`): the CPU's counter through `quanta`, scaled to
+//!   nanoseconds.
 //! * `floor/rmw`: one atomic add on a line no other thread touches.
 //! * `floor/line_transfer`: one cache line handed from one core to the
 //!   other (half a ping-pong round trip). A pick that reads or writes a
@@ -101,6 +104,11 @@ struct Line(AtomicUsize);
 fn primitives(c: &mut Criterion) {
     let mut g = c.benchmark_group("floor");
     g.bench_function("clock", |b| b.iter(tokio::time::Instant::now));
+    let counter = quanta::Clock::new();
+    let origin = counter.raw();
+    g.bench_function("counter", |b| {
+        b.iter(|| counter.delta_as_nanos(origin, counter.raw()))
+    });
     let private = Line::default();
     g.bench_function("rmw", |b| {
         b.iter(|| private.0.fetch_add(1, Ordering::Relaxed))

@@ -64,37 +64,19 @@ fn unpack(v: u64) -> (f64, f64) {
     )
 }
 
-/// The clock in ns on its own scale, converted as the crate converts it
-/// (`src/time.rs`, `Epoch`): the seconds and nanoseconds an `Instant`'s
-/// `Hash` writes, instead of two calls into the standard library.
+/// The clock in ns on its own scale, read as the crate's request path
+/// reads it (`src/time.rs`, `Clock`): the CPU's counter through `quanta`,
+/// scaled to nanoseconds (without the crate's check of its tie to tokio's
+/// clock, a load and a compare).
 #[inline(always)]
 fn clock_ns() -> u64 {
-    use std::hash::{Hash, Hasher};
-    struct Fields([u64; 2], usize);
-    impl Hasher for Fields {
-        fn finish(&self) -> u64 {
-            0
-        }
-        fn write(&mut self, _: &[u8]) {}
-        #[inline(always)]
-        fn write_u32(&mut self, v: u32) {
-            self.write_u64(u64::from(v));
-        }
-        #[inline(always)]
-        fn write_i64(&mut self, v: i64) {
-            self.write_u64(v as u64);
-        }
-        #[inline(always)]
-        fn write_u64(&mut self, v: u64) {
-            if let Some(slot) = self.0.get_mut(self.1) {
-                *slot = v;
-            }
-            self.1 += 1;
-        }
-    }
-    let mut f = Fields([0; 2], 0);
-    tokio::time::Instant::now().hash(&mut f);
-    f.0[0].wrapping_mul(1_000_000_000).wrapping_add(f.0[1])
+    static CLOCK: std::sync::OnceLock<(quanta::Clock, u64)> = std::sync::OnceLock::new();
+    let (clock, origin) = CLOCK.get_or_init(|| {
+        let clock = quanta::Clock::new();
+        let origin = clock.raw();
+        (clock, origin)
+    });
+    clock.delta_as_nanos(*origin, clock.raw())
 }
 
 /// The clock, in ns since `epoch` (the clock's reading at the start).
