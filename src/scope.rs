@@ -91,14 +91,16 @@ thread_local! {
 }
 
 /// Runs `f` (a call or poll into a `Balance`, directly or through
-/// synchronous layers) with `now` as the time the balancer reads.
+/// synchronous layers) with `now` as the time the layers below read as an
+/// `Instant`: the balancer's timeout deadline and the breaker layer's
+/// permit and latency.
 ///
 /// The retry layer reads the clock for its own deadlines and latencies at
-/// each call and poll; without the hint the balancer would read it again
-/// for the same instant; a clock read is slow on a VM, and the whole stack
-/// read it five times per request. The reading precedes the inner call or
-/// poll by the time the layers in between take, which both latencies then
-/// share.
+/// each call and poll; the layers below take that reading instead of
+/// reading tokio's clock again. The balancer's model reads its own clock
+/// (`time::Clock`, the CPU's counter): handing it this reading instead,
+/// converted or as the counter's raw value, saved nothing measurable
+/// (docs/performance.md, "The request path's clock").
 #[inline(always)]
 pub(crate) fn at<R>(now: Instant, f: impl FnOnce() -> R) -> R {
     struct Reset(Option<Instant>);
