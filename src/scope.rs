@@ -43,6 +43,8 @@ use std::cell::Cell;
 
 use tokio::time::Instant;
 
+use crate::time::Reading;
+
 /// Most endpoints one call can ask to avoid.
 pub const MAX_AVOID: usize = 8;
 
@@ -87,23 +89,22 @@ pub(crate) fn dropping_timed_out() -> bool {
 thread_local! {
     /// The time a layer above read for the call or poll it is making into
     /// the balancer on this thread (see [`at`]).
-    static NOW: Cell<Option<Instant>> = const { Cell::new(None) };
+    static NOW: Cell<Option<Reading>> = const { Cell::new(None) };
 }
 
 /// Runs `f` (a call or poll into a `Balance`, directly or through
-/// synchronous layers) with `now` as the time the layers below read as an
-/// `Instant`: the balancer's timeout deadline and the breaker layer's
-/// permit and latency.
+/// synchronous layers) with `now` as the time the layers below read: the
+/// balancer's model (the call's start and answer, from the counter's raw
+/// value), its timeout deadline and the breaker layer's permit and
+/// latency (as an `Instant`).
 ///
 /// The retry layer reads the clock for its own deadlines and latencies at
 /// each call and poll; the layers below take that reading instead of
-/// reading tokio's clock again. The balancer's model reads its own clock
-/// (`time::Clock`, the CPU's counter): handing it this reading instead,
-/// converted or as the counter's raw value, saved nothing measurable
-/// (docs/performance.md, "The request path's clock").
+/// reading the clock again, so that a stack reads it as often as a
+/// balancer alone (see [`Reading`]).
 #[inline(always)]
-pub(crate) fn at<R>(now: Instant, f: impl FnOnce() -> R) -> R {
-    struct Reset(Option<Instant>);
+pub(crate) fn at<R>(now: Reading, f: impl FnOnce() -> R) -> R {
+    struct Reset(Option<Reading>);
     impl Drop for Reset {
         fn drop(&mut self) {
             NOW.with(|n| n.set(self.0));
@@ -113,10 +114,24 @@ pub(crate) fn at<R>(now: Instant, f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// The time: the enclosing layer's reading (see [`at`]), else the clock's.
+/// The enclosing layer's reading (see [`at`]), if any.
+#[inline(always)]
+pub(crate) fn reading() -> Option<Reading> {
+    NOW.with(Cell::get)
+}
+
+/// The time: the enclosing layer's reading (see [`at`]), else tokio's
+/// clock.
 #[inline]
 pub(crate) fn now() -> Instant {
-    NOW.with(Cell::get).unwrap_or_else(Instant::now)
+    reading().map_or_else(Instant::now, |r| r.at)
+}
+
+/// The counter's raw value the enclosing layer read (see [`at`]), if it
+/// read the counter.
+#[inline(always)]
+pub(crate) fn raw() -> Option<u64> {
+    reading().and_then(|r| r.raw)
 }
 
 /// The open scope's marks, apart from its avoid list: what a pick reads
@@ -303,15 +318,22 @@ mod tests {
     async fn a_reading_holds_inside_its_scope_only() {
         let t = Instant::now();
         tokio::time::advance(Duration::from_secs(5)).await;
-        let (inner, nested) = at(t, || {
-            let nested = at(t + Duration::from_secs(1), now);
-            (now(), nested)
+        let read = |at, raw| Reading { at, raw };
+        let (inner, nested) = at(read(t, Some(7)), || {
+            let nested = at(read(t + Duration::from_secs(1), None), || (now(), raw()));
+            ((now(), raw()), nested)
         });
-        assert_eq!(inner, t, "the outer reading, restored after the nested one");
-        assert_eq!(nested, t + Duration::from_secs(1));
+        assert_eq!(
+            inner,
+            (t, Some(7)),
+            "the outer reading, restored after the nested one"
+        );
+        assert_eq!(nested, (t + Duration::from_secs(1), None));
         assert_eq!(now(), t + Duration::from_secs(5), "the clock outside");
+        assert_eq!(raw(), None);
         // Restored on unwind as well.
-        let caught = std::panic::catch_unwind(|| at(t, || panic!("inner call panics")));
+        let caught =
+            std::panic::catch_unwind(|| at(read(t, Some(1)), || panic!("inner call panics")));
         assert!(caught.is_err());
         assert_eq!(now(), t + Duration::from_secs(5));
     }

@@ -154,7 +154,8 @@ const PAUSE_CHECK: Duration = Duration::from_micros(1);
 
 /// The clock a balancer reads on every call: when the call starts (the
 /// pick's "now" and the call's start) and when it answers (its latency and
-/// the sample's time). Two readings per request.
+/// the sample's time). Two readings per request; under a retry layer,
+/// the layer's two (see [`Reading`]), and none of the balancer's own.
 ///
 /// Everywhere else the crate reads tokio's clock, as tower does, so that a
 /// test on tokio's paused clock drives every timer. The request path reads
@@ -228,13 +229,33 @@ impl Clock {
         }
     }
 
-    /// The time now as tokio's [`Instant`]: the counter's reading
-    /// converted, or tokio's clock.
+    /// The time now, in nanoseconds since the epoch, or at `given`, a raw
+    /// reading of the counter a layer above took for this call or poll
+    /// (see [`Reading`]): the counter's raw values are one process-wide
+    /// time, so a reading taken by another clock of the counter stands in
+    /// for this one's. A clock reading tokio's clock reads it.
     #[inline(always)]
-    pub(crate) fn now(&self) -> Instant {
+    pub(crate) fn now_ns_or(&self, given: Option<u64>) -> u64 {
+        match (&self.counter, given) {
+            (Some(c), Some(raw)) => c.ns_at(raw, &self.epoch),
+            _ => self.now_ns(),
+        }
+    }
+
+    /// The time now, as tokio's [`Instant`] and, on the counter, the raw
+    /// value it came from, which a balancer below takes instead of reading
+    /// its own clock again (see [`Reading`]).
+    #[inline(always)]
+    pub(crate) fn read(&self) -> Reading {
         match &self.counter {
-            Some(c) => self.epoch.at(c.now_ns(&self.epoch)),
-            None => Instant::now(),
+            Some(c) => {
+                let raw = c.source.raw();
+                Reading {
+                    at: self.epoch.at(c.ns_at(raw, &self.epoch)),
+                    raw: Some(raw),
+                }
+            }
+            None => Reading::runtime(),
         }
     }
 
@@ -289,9 +310,49 @@ impl Counter {
 
     #[inline(always)]
     fn now_ns(&self, epoch: &Epoch) -> u64 {
-        let counter_ns = self.source.delta_as_nanos(self.origin, self.source.raw());
+        self.ns_at(self.source.raw(), epoch)
+    }
+
+    /// The epoch's nanoseconds at the counter's raw value `raw`.
+    #[inline(always)]
+    fn ns_at(&self, raw: u64, epoch: &Epoch) -> u64 {
+        let counter_ns = self.source.delta_as_nanos(self.origin, raw);
         self.anchor
             .epoch_ns(counter_ns, || epoch.nanos(Instant::now()))
+    }
+}
+
+/// One reading of the clock, taken by a layer above the balancer for the
+/// call or poll it makes into it (see [`scope::at`](crate::scope::at)):
+/// the time as tokio's [`Instant`], for the layers' deadlines and
+/// latencies, and the counter's raw value it was converted from, which
+/// the balancer converts to its own epoch instead of reading the counter
+/// again.
+///
+/// A stack of a retry layer over a balancer so reads the clock twice per
+/// call, as a balancer alone does: at the call and at the answer. Where a
+/// reading of the counter is cheap beside the work around it the two extra
+/// readings hardly show, but on hosts whose counter reading costs 15 ns or
+/// more they were a tenth of the stack's time (docs/performance.md, "The
+/// stack reads the clock twice").
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reading {
+    /// The time, as tokio's clock counts it.
+    pub(crate) at: Instant,
+    /// The counter's raw value at `at`; `None` when read from tokio's
+    /// clock (a clock on a paused runtime), which a balancer reading the
+    /// counter does not take.
+    pub(crate) raw: Option<u64>,
+}
+
+impl Reading {
+    /// Tokio's clock, now.
+    #[inline]
+    pub(crate) fn runtime() -> Self {
+        Self {
+            at: Instant::now(),
+            raw: None,
+        }
     }
 }
 

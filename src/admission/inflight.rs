@@ -140,7 +140,8 @@ impl InFlight {
     /// The time now, in ns since the epoch, and the call's latency so far.
     #[inline]
     pub(crate) fn elapsed(&self) -> (u64, Duration) {
-        let now_ns = self.lane.state.model.clock.now_ns();
+        // A retry layer polling this call has read the clock already.
+        let now_ns = self.lane.state.model.clock.now_ns_or(crate::scope::raw());
         (
             now_ns,
             Duration::from_nanos(now_ns.saturating_sub(self.started.unwrap_or(now_ns))),

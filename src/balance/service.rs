@@ -176,7 +176,7 @@ impl<K, S: Clone, P: Picker, C> Shared<K, S, P, C> {
         if snap.states.is_empty() {
             return Err(Error::NoEndpoints);
         }
-        let now_ns = self.model.clock.now_ns();
+        let now_ns = self.model.clock.now_ns_or(scope::raw());
         let route = match &snap.route {
             None => self
                 .census

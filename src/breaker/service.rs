@@ -83,10 +83,11 @@ where
     fn call(&mut self, req: Req) -> Self::Future {
         // A retry layer above has read the clock already; the balancer
         // below reads this reading.
-        let now = crate::scope::now();
+        let reading = crate::scope::reading().unwrap_or_else(crate::time::Reading::runtime);
+        let now = reading.at;
         match self.breaker.try_acquire_owned(now) {
             Ok(permit) => {
-                let fut = crate::scope::at(now, || self.inner.call(req));
+                let fut = crate::scope::at(reading, || self.inner.call(req));
                 ResponseFuture::called(fut, permit, now, self.classify.clone())
             }
             Err(open) => ResponseFuture::refused(open),

@@ -191,6 +191,8 @@ where
     }
 
     /// Polls the attempt; a finished or timed-out attempt leaves the slot idle.
+    /// Called inside the future's poll, in the scope of its reading `now`
+    /// (see [`scope::at`](crate::scope::at)), which the balancer below takes.
     ///
     /// Inlined into the one loop that polls slots: out of line, its answer
     /// is moved out through the return on every request.
@@ -204,7 +206,7 @@ where
         let SlotProj::Running { fut, start, until } = self.as_mut().project() else {
             return SlotPoll::Idle;
         };
-        let polled = match crate::scope::at(now, || fut.poll(cx)) {
+        let polled = match fut.poll(cx) {
             Poll::Ready(res) => SlotPoll::Done(res, crate::time::elapsed(*start, now)),
             Poll::Pending if until.is_some_and(|u| now >= u) => {
                 self.time_out(now, hedger);

@@ -18,7 +18,7 @@ use super::service::Own;
 use crate::balance::MAX_AVOID;
 use crate::classify::Classify;
 use crate::scope::{self, scoped};
-use crate::time::after;
+use crate::time::{Reading, after};
 
 pin_project! {
     /// The response future of [`Retry`](super::Retry).
@@ -83,9 +83,10 @@ where
         own: Arc<Own<S, R>>,
         classify: C,
         kept: Option<R::Kept>,
-        now: Instant,
+        reading: Reading,
         deadline: Option<Duration>,
     ) -> Self {
+        let now = reading.at;
         let shared = &*own.shared;
         let hedge_at = match &shared.hedge {
             Some(h) if kept.is_some() => Some(after(now, h.delay())),
@@ -115,7 +116,7 @@ where
             wait: Wait::Backoff(None),
             refused: false,
         };
-        let ((), seen) = scope::at(now, || {
+        let ((), seen) = scope::at(reading, || {
             scoped(&[], || {
                 this.primary = Slot::running(ready.call(req), now, timeout);
             })
@@ -151,15 +152,18 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         loop {
-            let now = this.own.shared.clock.now();
-            let step = match *this.phase {
+            // Every call and poll into the service below, in any phase,
+            // runs in this reading's scope.
+            let reading = this.own.shared.clock.read();
+            let now = reading.at;
+            let step = scope::at(reading, || match *this.phase {
                 // Polled after completion.
-                Phase::Done => return Poll::Pending,
+                Phase::Done => Step::Wait,
                 _ if this.deadline.is_some_and(|d| now >= d) => this.expire(now),
                 Phase::Calling => this.calling(cx, now),
                 Phase::Backoff(until) => this.backing_off(cx, now, until),
                 Phase::Ready => this.ready(cx, now),
-            };
+            });
             match step {
                 Step::Again => {}
                 Step::Wait => return Poll::Pending,
@@ -173,3 +177,6 @@ where
 }
 
 mod phases;
+
+#[cfg(test)]
+mod tests;

@@ -326,7 +326,9 @@ impl<R, C> Builder<R, C> {
     /// microseconds of tokio's clock, as the balancer does (see
     /// [`balance::Builder::build`](crate::balance::Builder::build)); a
     /// layer built where tokio's clock is paused reads tokio's clock, so
-    /// pause it before building.
+    /// pause it before building. A balancer below takes each of the
+    /// layer's readings instead of reading the counter itself, so a call
+    /// through both reads the clock twice, as a balancer alone does.
     ///
     /// # Errors
     /// `max_attempts` must be within 1 ..= [`MAX_ATTEMPTS`];

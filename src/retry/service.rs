@@ -127,8 +127,8 @@ where
     fn call(&mut self, req: Req) -> Self::Future {
         let shared = &self.own.shared;
         bump(&shared.stats.requests);
-        let now = shared.clock.now();
-        shared.budget.deposit_at(now);
+        let now = shared.clock.read();
+        shared.budget.deposit_at(now.at);
         let own_deadline = shared.replay.deadline(&req);
         let (req, kept) = if shared.max_attempts > 1 {
             shared.replay.keep(req)

@@ -148,6 +148,39 @@ fn outside_a_runtime_the_counter_is_used() {
     assert!(Clock::detect(Epoch::new(Instant::now())).is_counter());
 }
 
+/// A reading another clock of the counter took (a retry layer's) stands in
+/// for this clock's own: the balancer reads nothing, and the time is the
+/// reading's, on its own epoch; a clock reading tokio's clock ignores it.
+#[tokio::test]
+async fn another_clocks_reading_stands_in_for_a_counter_reading() {
+    let layer = Clock::detect(Epoch::new(Instant::now()));
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    let epoch = Epoch::new(Instant::now());
+    let balancer = Clock::detect(epoch);
+    let _ = balancer.now_ns(); // anchored
+    let reading = layer.read();
+    let raw = reading.raw.expect("the layer reads the counter");
+    let given = balancer.now_ns_or(Some(raw));
+    // Taken as given: the same time however long after it is asked.
+    std::thread::sleep(Duration::from_millis(2));
+    assert_eq!(balancer.now_ns_or(Some(raw)), given);
+    assert!(balancer.now_ns() >= given + 2_000_000);
+    // The reading's own time, on the balancer's epoch (within the
+    // anchors' drift and a reading's time).
+    const SLACK: u64 = 1_000_000;
+    let at = epoch.nanos(reading.at);
+    assert!(given.abs_diff(at) <= SLACK, "{given} against {at}");
+    // No reading given: the clock's own.
+    let before = balancer.now_ns();
+    assert!(balancer.now_ns_or(None) >= before);
+    // A clock on tokio's clock reads tokio's clock.
+    let runtime = Clock::runtime(epoch);
+    let before = epoch.nanos(Instant::now());
+    let read = runtime.now_ns_or(Some(raw));
+    assert!(read >= before && read >= given + 2_000_000);
+    assert_eq!(runtime.read().raw, None);
+}
+
 proptest::proptest! {
     /// Whatever the counter's rate against tokio's clock (within 1%)
     /// and wherever the two start, a reading is never further from

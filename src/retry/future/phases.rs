@@ -15,7 +15,7 @@ use crate::retry::Error;
 use crate::retry::attempt::{Last, Phase, Slot, SlotPoll, Stop, Wait, finish, min_at};
 use crate::retry::replay::Replay;
 use crate::retry::stats::bump;
-use crate::scope::{self, scoped};
+use crate::scope::scoped;
 use crate::time::after;
 
 impl<S, Req, R, C> Fields<'_, S, Req, R, C>
@@ -165,7 +165,7 @@ where
         };
         prepare(&shared.replay, &mut req, *self.deadline, now);
         let tried = &self.tried.ids[..self.tried.len];
-        let (fut, seen) = scope::at(now, || scoped(tried, || service.call(req)));
+        let (fut, seen) = scoped(tried, || service.call(req));
         self.tried.record(seen, &shared.stats, own);
         *self.attempts += 1;
         *self.hedges_sent += 1;
@@ -262,7 +262,7 @@ where
         };
         prepare(&shared.replay, &mut req, *self.deadline, now);
         let tried = &self.tried.ids[..self.tried.len];
-        let (fut, seen) = scope::at(now, || scoped(tried, || service.call(req)));
+        let (fut, seen) = scoped(tried, || service.call(req));
         self.tried.record(seen, &shared.stats, own);
         *self.attempts += 1;
         *self.retries += 1;
