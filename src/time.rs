@@ -330,7 +330,11 @@ impl Counter {
 /// again.
 ///
 /// A stack of a retry layer over a balancer so reads the clock twice per
-/// call, as a balancer alone does: at the call and at the answer. Where a
+/// call, as a balancer alone does: at the call and at the answer. A
+/// reading stands for the whole call or poll it was taken for: what the
+/// service below does synchronously inside the poll that answers (parsing
+/// a response head, say) is not in the balancer's latency, as it was not
+/// when the layer handed down tokio's reading. Where a
 /// reading of the counter is cheap beside the work around it the two extra
 /// readings hardly show, but on hosts whose counter reading costs 15 ns or
 /// more they were a tenth of the stack's time (docs/performance.md, "The
