@@ -19,7 +19,8 @@ type Seen = Arc<Mutex<Vec<Option<u64>>>>;
 #[derive(Clone)]
 struct Below(Seen);
 
-/// Pending on its first poll (waking itself), ready on its second.
+/// Pending for the first `polls` polls (waking itself each time), then
+/// ready.
 struct Answer {
     seen: Seen,
     polls: u32,
