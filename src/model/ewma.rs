@@ -78,6 +78,7 @@ mod probe;
 use crate::time::decay;
 pub(crate) use fade::stale_after;
 use fade::{FAILED, TIME, fade_excess, misses, stamp_of};
+pub(crate) use fade::{Floor, PeakFade};
 use probe::{probe_due, read_failed};
 
 #[derive(Debug)]
@@ -152,9 +153,9 @@ fn decayed_failure(failure: f64, dt: u64, rates: Rates) -> f64 {
 /// [`Ewma::read_idle`] of an estimate whose last sample succeeded, `dt`
 /// ago: its excess over the floor faded, then the idle fade as a factor.
 #[inline(always)]
-fn answered(est: f64, spread: f64, failure: f64, dt: u64, rates: Rates, floor_ns: f64) -> Idle {
+fn answered(est: f64, spread: f64, failure: f64, dt: u64, rates: Rates, floor: Floor) -> Idle {
     Idle {
-        est: fade_excess(est, floor_ns, dt, rates.latency),
+        est: fade_excess(est, floor, dt, rates.latency),
         spread: spread.max(0.0),
         weight: decay(dt, rates.latency),
         failure: decayed_failure(failure, dt, rates),
@@ -203,7 +204,7 @@ impl Ewma {
         failed: bool,
         now_ns: u64,
         rates: Rates,
-        floor_ns: f64,
+        floor: Floor,
     ) -> u64 {
         // A load and a store, not a read-modify-write: two samples racing on
         // one endpoint may both measure Δt from the same previous sample,
@@ -258,7 +259,7 @@ impl Ewma {
             // What readers saw: the excess over the floor faded (not after
             // a failure, whose penalty fades on the failure clock).
             let est = if raw & FAILED == 0 && spread >= 0.0 {
-                fade_excess(est, floor_ns, dt, 0.0)
+                fade_excess(est, floor, dt, 0.0)
             } else {
                 est
             };
@@ -302,13 +303,13 @@ impl Ewma {
     /// was abandoned at `now_ns`): a censored sample, which can only raise
     /// the estimate, like a peak. Shorter than the estimate, it says nothing
     /// and changes nothing.
-    pub(crate) fn observe_lower_bound(&self, x_ns: f64, now_ns: u64, rates: Rates, floor_ns: f64) {
-        let r = self.read_idle(now_ns, rates, floor_ns);
+    pub(crate) fn observe_lower_bound(&self, x_ns: f64, now_ns: u64, rates: Rates, floor: Floor) {
+        let r = self.read_idle(now_ns, rates, floor);
         let est_now = r.est * r.weight;
         if x_ns <= est_now {
             return;
         }
-        self.observe(x_ns, false, now_ns, rates, floor_ns);
+        self.observe(x_ns, false, now_ns, rates, floor);
     }
 
     /// When the last sample was taken, in ns since the epoch.
@@ -320,7 +321,7 @@ impl Ewma {
     /// without mutation.
     #[cfg(test)]
     pub(crate) fn read(&self, now_ns: u64, rates: Rates) -> Reading {
-        let r = self.read_idle(now_ns, rates, f64::INFINITY);
+        let r = self.read_idle(now_ns, rates, Floor::UNKNOWN);
         Reading {
             est: r.est * r.weight,
             spread: r.spread * r.weight,
@@ -330,7 +331,7 @@ impl Ewma {
 
     /// [`read`](Self::read) with the decay left as a factor.
     #[inline]
-    pub(crate) fn read_idle(&self, now_ns: u64, rates: Rates, floor_ns: f64) -> Idle {
+    pub(crate) fn read_idle(&self, now_ns: u64, rates: Rates, floor: Floor) -> Idle {
         let (est, spread) = unpack(self.packed.load(Ordering::Acquire));
         let raw = self.stamp.load(Ordering::Acquire);
         let failure = f64::from_bits(self.failure.load(Ordering::Relaxed));
@@ -338,19 +339,19 @@ impl Ewma {
         if raw & FAILED != 0 {
             return read_failed(est, spread, failure, raw, dt, rates);
         }
-        answered(est, spread, failure, dt, rates, floor_ns)
+        answered(est, spread, failure, dt, rates, floor)
     }
 
     /// [`read_idle`](Self::read_idle) of an estimate whose last sample
     /// succeeded; `None` when it failed (then read it with `read_idle`, out
     /// of line): the request path's read while every endpoint answers.
     #[inline(always)]
-    pub(crate) fn read_answered(&self, now_ns: u64, rates: Rates, floor_ns: f64) -> Option<Idle> {
+    pub(crate) fn read_answered(&self, now_ns: u64, rates: Rates, floor: Floor) -> Option<Idle> {
         let (est, spread) = unpack(self.packed.load(Ordering::Acquire));
         let raw = self.stamp.load(Ordering::Acquire);
         let failure = f64::from_bits(self.failure.load(Ordering::Relaxed));
         let dt = now_ns.saturating_sub(raw & TIME);
-        (raw & FAILED == 0).then(|| answered(est, spread, failure, dt, rates, floor_ns))
+        (raw & FAILED == 0).then(|| answered(est, spread, failure, dt, rates, floor))
     }
 
     /// The estimate as last written, with no decay or fade applied (a

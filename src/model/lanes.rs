@@ -2,12 +2,13 @@
 //! writes, one cache line per lane, and the reads and writes themselves.
 //!
 //! Every answered call writes its endpoint: the in-flight count twice, the
-//! request count, the latency estimate and the parallelism, and the
-//! reference count of the guard that owns the endpoint. When two threads
-//! share one balancer, each of those writes takes the line from the other
-//! core, and removing any single write left the others to bounce the line;
-//! with none of them, two threads moved as many requests as two separate
-//! balancers do (measured write by write: see docs/performance.md).
+//! request count, the latency estimate and the parallelism (with the
+//! excess fade's rate when the floor moves), and the reference count of
+//! the guard that owns the endpoint. When two threads share one balancer,
+//! each of those writes takes the line from the other core, and removing
+//! any single write left the others to bounce the line; with none of
+//! them, two threads moved as many requests as two separate balancers do
+//! (measured write by write: see docs/performance.md).
 //!
 //! So each endpoint can keep its request-path state in up to [`LANES`]
 //! lanes, one cache line each, where each thread picks and records in its
@@ -43,7 +44,7 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use super::ewma::{Ewma, Idle, Rates};
+use super::ewma::{Ewma, Floor, Idle, PeakFade, Rates};
 use super::parallelism::Parallelism;
 use super::{EndpointState, Estimate, MAX_RETRY_AFTER_PENALTY};
 use crate::outcome::{FailureKind, Outcome};
@@ -102,14 +103,28 @@ pub(crate) struct Hot {
     pub(super) in_flight: AtomicUsize,
     pub(super) latency: Ewma,
     pub(super) parallelism: Parallelism,
+    /// The excess fade's rate, written with the floor in `parallelism`.
+    pub(super) peak_fade: PeakFade,
+    /// The configured weight (`f64` bits), negated when the endpoint has a
+    /// slow-start ramp: a pick learns from the word it reads anyway
+    /// whether to look up the ramp's start ([`EndpointState::ramp_start`],
+    /// off this line).
     pub(super) weight: AtomicU64,
-    /// Start of this endpoint's slow-start ramp (ns since epoch);
-    /// [`NO_RAMP`] when it has none.
-    pub(super) ramp_start: u64,
     pub(super) requests: AtomicU64,
 }
 
-/// [`Hot::ramp_start`] of an endpoint that does not ramp.
+impl Hot {
+    /// This lane's floor latency with its fade's rate.
+    #[inline(always)]
+    pub(super) fn floor(&self) -> Floor {
+        Floor {
+            ns: self.parallelism.floor(),
+            fade: self.peak_fade.get(),
+        }
+    }
+}
+
+/// [`EndpointState::ramp_start`] of an endpoint that does not ramp.
 pub(super) const NO_RAMP: u64 = u64::MAX;
 
 const _: () = assert!(std::mem::size_of::<Hot>() == 64);
@@ -124,8 +139,8 @@ const _: () = assert!(std::mem::size_of::<Hot>() == 64);
 pub(crate) struct View<'a> {
     pub(crate) state: &'a EndpointState,
     hot: &'a Hot,
-    /// This lane's floor latency (ns) and parallelism.
-    floor_ns: f64,
+    /// This lane's floor latency, with its fade's rate, and parallelism.
+    floor: Floor,
     parallelism: f64,
 }
 
@@ -139,7 +154,7 @@ impl View<'_> {
     /// This lane's estimate with the decay left as a factor.
     #[inline(always)]
     pub(crate) fn estimate_idle(self, now_ns: u64, rates: Rates) -> Idle {
-        read(self.state, self.hot, now_ns, rates, self.floor_ns)
+        read(self.state, self.hot, now_ns, rates, self.floor)
     }
 
     /// This lane's estimate as last written, without its fades (see
@@ -164,16 +179,17 @@ impl View<'_> {
     /// This lane's floor latency in ns (+∞ before its first success).
     #[inline(always)]
     pub(crate) fn floor_ns(self) -> f64 {
-        self.floor_ns
+        self.floor.ns
     }
 
     /// The weight after slow start at `now_ns`, from this lane's copy.
     #[inline(always)]
     pub(crate) fn weight_ns(self, now_ns: u64) -> f64 {
         let w = f64::from_bits(self.hot.weight.load(Ordering::Relaxed));
-        match self.hot.ramp_start {
-            NO_RAMP => w,
-            start => w * self.state.ramp_factor(start, now_ns),
+        if w > 0.0 {
+            w
+        } else {
+            -w * self.state.ramp_factor(now_ns)
         }
     }
 }
@@ -183,11 +199,14 @@ impl EndpointState {
     #[inline(always)]
     pub(crate) fn view(&self, lane: usize) -> View<'_> {
         let hot = self.lane(lane);
-        let (floor_ns, parallelism) = hot.parallelism.read();
+        let (ns, parallelism) = hot.parallelism.read();
         View {
             state: self,
             hot,
-            floor_ns,
+            floor: Floor {
+                ns,
+                fade: hot.peak_fade.get(),
+            },
             parallelism,
         }
     }
@@ -239,25 +258,26 @@ impl EndpointState {
         reading(self, self.lane(lane), now_ns, rates)
     }
 
-    /// The slow-start factor of lane `lane` at `now_ns`, in `[0, 1]`: 1
-    /// when not ramping.
+    /// The slow-start factor at `now_ns`, in `[0, 1]`: 1 when not
+    /// ramping (told by lane `lane`'s weight, on the line a pick reads).
     #[inline(always)]
     pub(crate) fn ramp_ns(&self, now_ns: u64, lane: usize) -> f64 {
-        match self.lane(lane).ramp_start {
-            NO_RAMP => 1.0,
-            start => self.ramp_factor(start, now_ns),
+        if f64::from_bits(self.lane(lane).weight.load(Ordering::Relaxed)) > 0.0 {
+            1.0
+        } else {
+            self.ramp_factor(now_ns)
         }
     }
 
-    /// The slow-start factor of a ramp that started at `start`. Out of
+    /// The slow-start factor of this endpoint's ramp at `now_ns`. Out of
     /// line: only endpoints that ramp come here.
     #[inline(never)]
-    fn ramp_factor(&self, start: u64, now_ns: u64) -> f64 {
+    fn ramp_factor(&self, now_ns: u64) -> f64 {
         // `ramp_start` is only set when the model has slow start.
         self.model
             .slow_start
             .as_ref()
-            .map_or(1.0, |ss| ss.factor(now_ns.saturating_sub(start)))
+            .map_or(1.0, |ss| ss.factor(now_ns.saturating_sub(self.ramp_start)))
     }
 
     /// Takes one in-flight slot in lane `lane`, unless the endpoint already
@@ -325,17 +345,20 @@ impl EndpointState {
         let rates = self.model.rates;
         let dt = hot
             .latency
-            .observe(sample, failed, now_ns, rates, hot.parallelism.floor());
+            .observe(sample, failed, now_ns, rates, hot.floor());
         if failed && !self.more.is_empty() {
             self.spread_failure(sample, now_ns, lane);
         }
         if success {
-            hot.parallelism.observe(sample, concurrency, || {
+            let moved = hot.parallelism.observe(sample, concurrency, || {
                 (
                     decay(dt, rates.latency),
                     decay(dt, rates.latency * (1.0 / FLOOR_DECAY_FACTOR)),
                 )
             });
+            if let Some(floor) = moved {
+                hot.peak_fade.set(floor);
+            }
             if let Some(cfg) = &self.model.adaptive {
                 let floor = hot.parallelism.floor();
                 self.limit.observe(cfg, sample, floor, concurrency);
@@ -355,17 +378,17 @@ impl EndpointState {
 /// yet counts the pick that passed it over (see `ewma`'s notes on the
 /// probe).
 #[inline(always)]
-fn read(state: &EndpointState, hot: &Hot, now_ns: u64, rates: Rates, floor_ns: f64) -> Idle {
-    match hot.latency.read_answered(now_ns, rates, floor_ns) {
+fn read(state: &EndpointState, hot: &Hot, now_ns: u64, rates: Rates, floor: Floor) -> Idle {
+    match hot.latency.read_answered(now_ns, rates, floor) {
         Some(e) => e,
-        None => failed::read_failed(state, hot, now_ns, rates, floor_ns),
+        None => failed::read_failed(state, hot, now_ns, rates, floor),
     }
 }
 
 /// A lane's estimate at `now_ns`.
 #[inline(always)]
 pub(super) fn reading(state: &EndpointState, hot: &Hot, now_ns: u64, rates: Rates) -> Estimate {
-    let r = read(state, hot, now_ns, rates, hot.parallelism.floor());
+    let r = read(state, hot, now_ns, rates, hot.floor());
     Estimate {
         mean_ns: r.est * r.weight,
         spread_ns: r.spread * r.weight,

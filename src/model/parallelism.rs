@@ -76,20 +76,27 @@ impl Parallelism {
     /// Records a successful call of `latency_ns` that had `k` requests in
     /// flight (itself included) when dispatched. `weights` gives the latency
     /// EWMA's weight for this sample and the floor's (slower) weight; it is
-    /// only called for a queued sample, the one case that blends.
+    /// only called for a queued sample, the one case that blends. Returns
+    /// the floor as readers will read it, when this sample moved it.
     #[inline]
-    pub(crate) fn observe(&self, latency_ns: f64, k: usize, weights: impl FnOnce() -> (f64, f64)) {
+    pub(crate) fn observe(
+        &self,
+        latency_ns: f64,
+        k: usize,
+        weights: impl FnOnce() -> (f64, f64),
+    ) -> Option<f64> {
         let k = k.max(1) as f64;
         // A load and a store: this is a heuristic estimate, and a sample lost
         // to a concurrent update on the same endpoint costs nothing, while a
         // compare-exchange loop costs a read-modify-write on every response.
-        let (base, p) = unpack(self.packed.load(Ordering::Relaxed));
+        let was = self.packed.load(Ordering::Relaxed);
+        let (base, p) = unpack(was);
         let (base, p) = if latency_ns < base || !base.is_finite() {
             // A new floor: this sample was not queued.
             (latency_ns, p.max(k))
         } else if latency_ns <= base * QUEUE_TOLERANCE {
             if k <= p {
-                return; // nothing learned: skip the write
+                return None; // nothing learned: skip the write
             }
             (base, k)
         } else {
@@ -100,7 +107,10 @@ impl Parallelism {
                 (p * w + managed * (1.0 - w)).max(1.0),
             )
         };
-        self.packed.store(pack(base, p), Ordering::Relaxed);
+        let packed = pack(base, p);
+        self.packed.store(packed, Ordering::Relaxed);
+        // The floor is the high half.
+        (packed >> 32 != was >> 32).then(|| unpack(packed).0)
     }
 }
 

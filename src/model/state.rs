@@ -63,6 +63,10 @@ pub struct EndpointState {
     /// lanes inline made every endpoint 512 bytes longer and the default
     /// picker over 1024 endpoints slower: see docs/performance.md).
     pub(super) more: Box<[Hot]>,
+    /// Start of this endpoint's slow-start ramp (ns since the epoch);
+    /// [`NO_RAMP`] when it has none. Its lanes' weights are negated when
+    /// it has one.
+    pub(super) ramp_start: u64,
     /// See [`id`](Self::id).
     pub(crate) id: u64,
     key_hash: u64,
@@ -101,6 +105,12 @@ pub(crate) struct Birth {
     pub(crate) observer: Option<Box<dyn EndpointObserver>>,
 }
 
+/// A lane's copy of the weight `w` (> 0): negated when the endpoint ramps
+/// (see [`Hot::weight`]).
+fn lane_weight(w: f64, ramp_start: u64) -> f64 {
+    if ramp_start == NO_RAMP { w } else { -w }
+}
+
 impl EndpointState {
     pub(crate) fn new(birth: Birth, model: &Arc<Model>, now: Instant) -> Self {
         let now_ns = model.clock.nanos(now);
@@ -108,12 +118,13 @@ impl EndpointState {
             Some(start) if model.slow_start.is_some() => start.min(NO_RAMP - 1),
             _ => NO_RAMP,
         };
+        let weight = lane_weight(birth.weight, ramp_start);
         let lane = || Hot {
             in_flight: Default::default(),
             latency: Ewma::new(model.default_rtt_ns, now_ns),
             parallelism: Parallelism::new(),
-            weight: AtomicU64::new(birth.weight.to_bits()),
-            ramp_start,
+            peak_fade: Default::default(),
+            weight: AtomicU64::new(weight.to_bits()),
             requests: AtomicU64::new(0),
         };
         Self {
@@ -121,6 +132,7 @@ impl EndpointState {
             more: (0..model.lane_mask.min(LANES - 1))
                 .map(|_| lane())
                 .collect(),
+            ramp_start,
             id: birth.id,
             key_hash: birth.key_hash,
             label: birth.label,
@@ -250,11 +262,12 @@ impl EndpointState {
     /// The configured weight.
     #[inline]
     pub fn weight(&self) -> f64 {
-        f64::from_bits(self.hot.weight.load(Ordering::Relaxed))
+        f64::from_bits(self.hot.weight.load(Ordering::Relaxed)).abs()
     }
 
     /// Sets the weight, in every lane's copy.
     pub(crate) fn set_weight(&self, w: f64) {
+        let w = lane_weight(w, self.ramp_start);
         for h in self.lanes() {
             h.weight.store(w.to_bits(), Ordering::Relaxed);
         }
@@ -271,7 +284,7 @@ impl EndpointState {
         let Some(ss) = &self.model.slow_start else {
             return 0;
         };
-        match self.hot.ramp_start {
+        match self.ramp_start {
             NO_RAMP => ss.window_ns(),
             start => now_ns.saturating_sub(start).min(ss.window_ns()),
         }

@@ -5,6 +5,8 @@
 //! excess over the floor fades in floors); and when an estimate is too
 //! old to describe the replica (stale).
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 /// While an endpoint takes no calls, its estimate's excess over its floor
 /// latency (its unloaded service time, see `parallelism.rs`) fades to
 /// nothing within this many floors: the excess is a queue, a slowdown or
@@ -33,24 +35,78 @@ pub(crate) const PEAK_FLOORS: f64 = 1000.0;
 /// replica answering within the clock's tick, must not make it instant).
 const MIN_PEAK_FADE_NS: f64 = 10e6;
 
-/// The rate at which the excess over a floor of `floor_ns` fades (the
-/// inverse of the time it takes), never slower than the idle fade's
-/// `latency` (1/τ).
-#[inline(always)]
-fn peak_rate(floor_ns: f64, latency: f64) -> f64 {
-    (1.0 / (floor_ns * PEAK_FLOORS).max(MIN_PEAK_FADE_NS)).max(latency)
+/// An endpoint's floor latency with the rate at which an estimate's
+/// excess over it fades: the inverse of [`PEAK_FLOORS`] floors (10 ms at
+/// least), 0 for an unknown floor.
+///
+/// The rate is kept beside the floor ([`PeakFade`]), written when the
+/// floor moves, not worked out by every read: a division per candidate
+/// of every pick, and one per answer before its estimate could be written,
+/// sat on the request path's longest chain (docs/performance.md,
+/// "The fade's rate kept beside the floor").
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Floor {
+    /// The floor latency, ns (+∞ before the first success).
+    pub(crate) ns: f64,
+    /// The excess fade's rate, ns⁻¹.
+    pub(crate) fade: f64,
+}
+
+#[cfg(test)]
+impl Floor {
+    /// No floor known yet: no excess to fade.
+    pub(crate) const UNKNOWN: Floor = Floor {
+        ns: f64::INFINITY,
+        fade: 0.0,
+    };
+
+    /// A floor of `ns` with its fade's rate.
+    pub(crate) fn of(ns: f64) -> Floor {
+        Floor {
+            ns,
+            fade: peak_rate(ns),
+        }
+    }
+}
+
+/// The rate at which the excess over a floor of `floor_ns` fades: the
+/// inverse of the time it takes (0 for an unknown floor, +∞).
+#[inline]
+fn peak_rate(floor_ns: f64) -> f64 {
+    1.0 / (floor_ns * PEAK_FLOORS).max(MIN_PEAK_FADE_NS)
+}
+
+/// A lane's excess fade rate (`f64` bits), written whenever its floor
+/// moves, so that it is always [`peak_rate`] of the floor beside it (but
+/// for a read that falls between the two writes).
+#[derive(Debug, Default)]
+pub(crate) struct PeakFade(AtomicU64);
+
+impl PeakFade {
+    /// The rate as last written (0 before the first floor).
+    #[inline(always)]
+    pub(crate) fn get(&self) -> f64 {
+        f64::from_bits(self.0.load(Ordering::Relaxed))
+    }
+
+    /// The floor moved to `floor_ns` (as its readers read it).
+    #[inline]
+    pub(crate) fn set(&self, floor_ns: f64) {
+        self.0
+            .store(peak_rate(floor_ns).to_bits(), Ordering::Relaxed);
+    }
 }
 
 /// The estimate `est` after `dt` ns without a sample, its excess over
-/// `floor_ns` faded in a line that reaches zero within [`PEAK_FLOORS`]
+/// the floor faded in a line that reaches zero within [`PEAK_FLOORS`]
 /// floors, as a value that the idle fade (on `latency`, applied by the
 /// reader) then multiplies. Where the idle fade is as fast (a floor of 10
 /// ms or more, at the default `decay`), only the idle fade applies.
 #[inline(always)]
-pub(super) fn fade_excess(est: f64, floor_ns: f64, dt: u64, latency: f64) -> f64 {
-    if est > floor_ns {
-        let rel = peak_rate(floor_ns, latency) - latency;
-        floor_ns + (est - floor_ns) * (1.0 - dt as i64 as f64 * rel).max(0.0)
+pub(super) fn fade_excess(est: f64, floor: Floor, dt: u64, latency: f64) -> f64 {
+    if est > floor.ns {
+        let rel = floor.fade.max(latency) - latency;
+        floor.ns + (est - floor.ns) * (1.0 - dt as i64 as f64 * rel).max(0.0)
     } else {
         est
     }

@@ -3,7 +3,7 @@ use super::*;
 
 const TAU: f64 = 10e9;
 /// No floor latency known: no excess fades.
-const NO_FLOOR: f64 = f64::INFINITY;
+const NO_FLOOR: Floor = Floor::UNKNOWN;
 
 const RATES: Rates = Rates {
     latency: 1.0 / TAU,
@@ -181,7 +181,7 @@ fn a_success_before_the_probe_blends_as_before() {
 
 /// The estimate a reader sees after `idle_ns` without a sample.
 fn seen(e: &Ewma, now_ns: u64, floor_ns: f64) -> f64 {
-    let r = e.read_idle(now_ns, DEFAULTS, floor_ns);
+    let r = e.read_idle(now_ns, DEFAULTS, Floor::of(floor_ns));
     r.est * r.weight
 }
 
@@ -222,7 +222,7 @@ fn an_idle_estimates_excess_over_its_floor_fades_in_floors() {
     ];
     for (floor, est, idle, want) in cases {
         let e = Ewma::new(30e6, 0);
-        e.observe(est, false, 0, DEFAULTS, floor);
+        e.observe(est, false, 0, DEFAULTS, Floor::of(floor));
         let got = seen(&e, idle as u64, floor);
         assert!(
             (got - want).abs() <= want * 1e-5 + 1.0,
@@ -242,7 +242,7 @@ proptest::proptest! {
         b in 0u64..100_000_000_000,
     ) {
         let (early, late) = (a.min(b), a.max(b));
-        let at = |dt| fade_excess(est, floor, dt, 1.0 / TAU);
+        let at = |dt| fade_excess(est, Floor::of(floor), dt, 1.0 / TAU);
         proptest::prop_assert!(at(late) <= at(early));
         // Within rounding: floor + (est − floor) is est to the last bit.
         proptest::prop_assert!(at(early) <= est * (1.0 + 1e-15));
@@ -255,9 +255,9 @@ fn a_sample_after_idling_blends_into_the_faded_estimate() {
     // A 5 ms hiccup on a 100 µs replica, then a second without a call:
     // the next 100 µs sample finds about its floor, not the hiccup.
     let e = Ewma::new(30e6, 0);
-    e.observe(100e3, false, 0, DEFAULTS, 100e3);
-    e.observe(5e6, false, 1_000, DEFAULTS, 100e3);
-    e.observe(100e3, false, 1_000_001_000, DEFAULTS, 100e3);
+    e.observe(100e3, false, 0, DEFAULTS, Floor::of(100e3));
+    e.observe(5e6, false, 1_000, DEFAULTS, Floor::of(100e3));
+    e.observe(100e3, false, 1_000_001_000, DEFAULTS, Floor::of(100e3));
     let est = seen(&e, 1_000_001_000, 100e3);
     assert!((est - 100e3).abs() < 1e3, "{est}");
 }
@@ -265,10 +265,10 @@ fn a_sample_after_idling_blends_into_the_faded_estimate() {
 #[test]
 fn a_failure_keeps_its_penalty_on_the_failure_clock() {
     let e = Ewma::new(30e6, 0);
-    e.observe(100e3, false, 0, DEFAULTS, 100e3);
-    e.observe(1e9, true, 1_000, DEFAULTS, 100e3);
+    e.observe(100e3, false, 0, DEFAULTS, Floor::of(100e3));
+    e.observe(1e9, true, 1_000, DEFAULTS, Floor::of(100e3));
     // 100 ms later: the penalty has faded on τ_f = 2 s only.
-    let r = e.read_idle(100_001_000, DEFAULTS, 100e3);
+    let r = e.read_idle(100_001_000, DEFAULTS, Floor::of(100e3));
     assert!((r.est * r.weight - 1e9 * (-0.05f64).exp()).abs() < 1e3);
 }
 
@@ -288,12 +288,12 @@ fn under_load_a_failed_endpoint_is_probed_after_half_a_second() {
     ];
     for (misses, penalty, ms, due) in cases {
         let e = Ewma::new(30e6, 0);
-        e.observe(1e6, false, 0, DEFAULTS, 1e6);
-        e.observe(penalty, true, 0, DEFAULTS, 1e6);
+        e.observe(1e6, false, 0, DEFAULTS, Floor::of(1e6));
+        e.observe(penalty, true, 0, DEFAULTS, Floor::of(1e6));
         for _ in 0..misses {
             e.miss();
         }
-        let r = e.read_idle(ms * 1_000_000, DEFAULTS, 1e6);
+        let r = e.read_idle(ms * 1_000_000, DEFAULTS, Floor::of(1e6));
         assert_eq!(r.due, due, "{misses} misses, penalty {penalty}, {ms} ms");
         assert_eq!(r.waiting, !due);
     }
@@ -302,20 +302,20 @@ fn under_load_a_failed_endpoint_is_probed_after_half_a_second() {
 #[test]
 fn misses_count_only_while_failed_and_restart_with_each_sample() {
     let e = Ewma::new(30e6, 0);
-    e.observe(1e6, false, 0, DEFAULTS, 1e6);
+    e.observe(1e6, false, 0, DEFAULTS, Floor::of(1e6));
     for _ in 0..PROBE_MISSES {
         e.miss();
     }
-    e.observe(1e9, true, 1_000, DEFAULTS, 1e6);
+    e.observe(1e9, true, 1_000, DEFAULTS, Floor::of(1e6));
     // Misses before the failure do not count.
-    assert!(!e.read_idle(600_000_000, DEFAULTS, 1e6).due);
+    assert!(!e.read_idle(600_000_000, DEFAULTS, Floor::of(1e6)).due);
     for _ in 0..PROBE_MISSES {
         e.miss();
     }
-    assert!(e.read_idle(600_000_000, DEFAULTS, 1e6).due);
+    assert!(e.read_idle(600_000_000, DEFAULTS, Floor::of(1e6)).due);
     // A new failure restarts the count.
-    e.observe(1e9, true, 2_000, DEFAULTS, 1e6);
-    assert!(!e.read_idle(600_000_000, DEFAULTS, 1e6).due);
+    e.observe(1e9, true, 2_000, DEFAULTS, Floor::of(1e6));
+    assert!(!e.read_idle(600_000_000, DEFAULTS, Floor::of(1e6)).due);
 }
 
 #[test]
@@ -346,19 +346,19 @@ fn a_stale_estimate_is_replaced_by_the_next_sample() {
 #[test]
 fn the_answer_to_a_probe_forgives_the_failures_before_it() {
     let e = Ewma::new(30e6, 0);
-    e.observe(1e6, false, 0, DEFAULTS, 1e6);
+    e.observe(1e6, false, 0, DEFAULTS, Floor::of(1e6));
     // A failure every 100 ms for 2 s.
     for t in 1..=20 {
-        e.observe(1e9, true, t * 100_000_000, DEFAULTS, 1e6);
+        e.observe(1e9, true, t * 100_000_000, DEFAULTS, Floor::of(1e6));
     }
     let before = e.read(5_000_000_000, DEFAULTS).failure;
     assert!(before > 0.1, "{before}");
     // The probe (due 3 s after the last failure) answers.
-    e.observe(1e6, false, 5_000_000_000, DEFAULTS, 1e6);
+    e.observe(1e6, false, 5_000_000_000, DEFAULTS, Floor::of(1e6));
     assert_eq!(e.read(5_000_000_000, DEFAULTS).failure, 0.0);
     // A success that is no probe (microseconds after a failure) blends.
     let f = Ewma::new(30e6, 0);
-    f.observe(1e9, true, 1_000_000_000, DEFAULTS, 1e6);
-    f.observe(1e6, false, 1_000_001_000, DEFAULTS, 1e6);
+    f.observe(1e9, true, 1_000_000_000, DEFAULTS, Floor::of(1e6));
+    f.observe(1e6, false, 1_000_001_000, DEFAULTS, Floor::of(1e6));
     assert!(f.read(1_000_001_000, DEFAULTS).failure > 0.3);
 }

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{Hot, Idle, Rates};
+use super::{Floor, Hot, Idle, Rates};
 use crate::model::EndpointState;
 
 impl EndpointState {
@@ -14,12 +14,8 @@ impl EndpointState {
     pub(crate) fn record_abandoned(&self, waited_ns: u64, now_ns: u64, lane: usize) {
         self.abandoned.fetch_add(1, Ordering::Relaxed);
         let hot = self.lane(lane);
-        hot.latency.observe_lower_bound(
-            waited_ns as f64,
-            now_ns,
-            self.model.rates,
-            hot.parallelism.floor(),
-        );
+        hot.latency
+            .observe_lower_bound(waited_ns as f64, now_ns, self.model.rates, hot.floor());
     }
 
     /// Writes a hard failure's penalty `sample` into the lanes other than
@@ -30,9 +26,8 @@ impl EndpointState {
     pub(super) fn spread_failure(&self, sample: f64, now_ns: u64, lane: usize) {
         for (i, h) in self.lanes().enumerate() {
             if i != lane {
-                let floor = h.parallelism.floor();
                 h.latency
-                    .observe(sample, true, now_ns, self.model.rates, floor);
+                    .observe(sample, true, now_ns, self.model.rates, h.floor());
             }
         }
     }
@@ -47,15 +42,15 @@ pub(super) fn read_failed(
     hot: &Hot,
     now_ns: u64,
     rates: Rates,
-    floor_ns: f64,
+    floor: Floor,
 ) -> Idle {
-    let e = hot.latency.read_idle(now_ns, rates, floor_ns);
+    let e = hot.latency.read_idle(now_ns, rates, floor);
     if e.waiting {
         hot.latency.miss();
     }
     if e.due && hot.in_flight.load(Ordering::Relaxed) == 0 {
-        e.probe(if floor_ns.is_finite() {
-            floor_ns
+        e.probe(if floor.ns.is_finite() {
+            floor.ns
         } else {
             state.model.default_rtt_ns
         })

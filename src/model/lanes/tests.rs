@@ -90,6 +90,54 @@ fn a_success_stays_in_its_lane_and_a_failure_reaches_every_lane() {
     );
 }
 
+/// Whether lane `lane`'s kept fade rate is its floor's own, to the bit.
+fn fade_is_the_floors(s: &EndpointState, lane: usize) -> bool {
+    let floor = s.view(lane).floor;
+    floor.fade.to_bits() == Floor::of(floor.ns).fade.to_bits()
+}
+
+#[test]
+fn a_lanes_fade_rate_follows_its_floor() {
+    let f = Fixture::with_lanes(&[1.0], 1);
+    let s = &f.states[0];
+    let ms = 1_000_000;
+    // No floor yet: nothing fades.
+    assert_eq!(s.view(0).floor.ns, f64::INFINITY);
+    assert_eq!(s.view(0).floor.fade, 0.0);
+    // A 1 ms floor: its excess fades within 1000 floors, a second.
+    s.record(&Outcome::Success, ms, 10 * ms, 1, 0);
+    assert_eq!(s.view(0).floor.ns, 1e6);
+    assert_eq!(s.view(0).floor.fade, 1e-9);
+    assert_eq!(s.view(1).floor.fade, 0.0, "lane 1 has no floor");
+    // Queued answers creep the floor up, and the rate with it.
+    for i in 0..4_000 {
+        s.record(&Outcome::Success, 10 * ms, (11 + i) * ms, 1, 0);
+    }
+    assert!(s.view(0).floor.ns > 1.5e6, "{:?}", s.view(0).floor);
+    assert!(fade_is_the_floors(s, 0), "{:?}", s.view(0).floor);
+}
+
+proptest! {
+    /// Whatever answers a lane records (successes and failures, queued or
+    /// not, new floors and creeping ones), the rate kept beside its floor
+    /// is the floor's own.
+    #[test]
+    fn the_kept_fade_rate_is_always_the_floors(
+        answers in proptest::collection::vec((0..2usize, 1e3f64..1e9, 1..16usize, 0..4u8), 1..80),
+    ) {
+        let f = Fixture::with_lanes(&[1.0], 1);
+        let s = &f.states[0];
+        for (t, (lane, latency, k, o)) in answers.into_iter().enumerate() {
+            let outcome = match o {
+                0 => Outcome::Failure(FailureKind::Error),
+                _ => Outcome::Success,
+            };
+            s.record(&outcome, latency as u64, (t as u64 + 1) * 1_000_000, k, lane);
+            prop_assert!(fade_is_the_floors(s, 0) && fade_is_the_floors(s, 1), "{:?}", s.view(lane).floor);
+        }
+    }
+}
+
 #[test]
 fn without_per_thread_load_an_endpoint_has_one_lane() {
     let f = Fixture::with_lanes(&[1.0], 0);
