@@ -204,3 +204,45 @@ async fn an_endpoint_gone_longer_than_the_memory_ramps_again() {
     h.insert("a", replica("a"));
     assert!((h.endpoints()[0].1.effective_weight(now()) - 0.1).abs() < 1e-9);
 }
+
+/// A weight set while an endpoint ramps is the weight it reports, and the
+/// ramp goes on scaling it; set after the ramp, it applies in full.
+#[tokio::test(start_paused = true)]
+async fn a_weight_set_during_the_ramp_keeps_the_ramp() {
+    let lb: Balance<&str, Svc> = Balance::builder()
+        .slow_start(SlowStart::new(WINDOW))
+        .endpoint("a", replica("a"))
+        .build()
+        .unwrap();
+    let h = lb.handle();
+    h.insert("new", replica("new"));
+    let state = || {
+        h.endpoints()
+            .into_iter()
+            .find(|(k, _)| *k == "new")
+            .map(|(_, s)| s)
+            .unwrap()
+    };
+    let now = tokio::time::Instant::now;
+    assert!((state().effective_weight(now()) - 0.1).abs() < 1e-9);
+    tokio::time::advance(WINDOW / 2).await;
+    assert!(h.set_weight(&"new", 4.0).unwrap());
+    assert_eq!(state().weight(), 4.0);
+    assert!((state().effective_weight(now()) - 2.0).abs() < 1e-9);
+    tokio::time::advance(WINDOW).await;
+    assert_eq!(state().effective_weight(now()), 4.0);
+    assert!(h.set_weight(&"new", 0.5).unwrap());
+    assert_eq!(
+        (state().weight(), state().effective_weight(now())),
+        (0.5, 0.5)
+    );
+    // The endpoint that never ramped takes a weight as it is.
+    assert!(h.set_weight(&"a", 3.0).unwrap());
+    let a = h
+        .endpoints()
+        .into_iter()
+        .find(|(k, _)| *k == "a")
+        .unwrap()
+        .1;
+    assert_eq!((a.weight(), a.effective_weight(now())), (3.0, 3.0));
+}
