@@ -77,8 +77,11 @@ fn peak_rate(floor_ns: f64) -> f64 {
 }
 
 /// A lane's excess fade rate (`f64` bits), written whenever its floor
-/// moves, so that it is always [`peak_rate`] of the floor beside it (but
-/// for a read that falls between the two writes).
+/// moves, so that it is [`peak_rate`] of the floor beside it. Not always:
+/// a read may fall between the two writes, and two answers racing on one
+/// lane may leave the rate of the other's floor until the floor moves
+/// again (the floor is a load and a store too, so both are floors of
+/// samples a moment apart).
 #[derive(Debug, Default)]
 pub(crate) struct PeakFade(AtomicU64);
 
