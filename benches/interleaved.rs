@@ -45,6 +45,9 @@
 //! * `lanes`, `lanes_2t`: the default `Balance` with per-thread load
 //!   (`Builder::per_thread_load`), on one thread and on two at once, with
 //!   their rate over `lanes`' own.
+//! * `retry_lanes`, `retry_lanes_2t`: the retry layer over `lanes`' kind of
+//!   balancer, on one thread and on two sharing one layer's service: with
+//!   the balancer's lines per thread, what is left shared is the layer's.
 
 mod common;
 
@@ -170,6 +173,9 @@ fn main() {
     let mut lanes = tower_lb_with(pick::PeakEwma::default(), 8, true);
     let one_of_two = tower_lb_with(pick::PeakEwma::default(), 8, true);
     let mut lanes_2t = (one_of_two.clone(), one_of_two);
+    let one_of_two = retry_layer().layer(tower_lb_with(pick::PeakEwma::default(), 8, true));
+    let mut retry_lanes_2t = (one_of_two.clone(), one_of_two);
+    let mut retry_lanes = retry_layer().layer(tower_lb_with(pick::PeakEwma::default(), 8, true));
     let mut metered = common::metered(&meter, false);
     let mut rows: Vec<Row<'_>> = vec![
         ("default", Box::new(|cx| batch(&mut default, cx, N))),
@@ -221,6 +227,11 @@ fn main() {
         (
             "lanes_2t",
             Box::new(|_| pair(&mut lanes_2t.0, &mut lanes_2t.1, N)),
+        ),
+        ("retry_lanes", Box::new(|cx| batch(&mut retry_lanes, cx, N))),
+        (
+            "retry_lanes_2t",
+            Box::new(|_| pair(&mut retry_lanes_2t.0, &mut retry_lanes_2t.1, N)),
         ),
     ];
     #[cfg(feature = "metrics-bound")]
@@ -300,6 +311,7 @@ fn main() {
         ("default", "shared_2t"),
         ("default", "separate_2t"),
         ("lanes", "lanes_2t"),
+        ("retry_lanes", "retry_lanes_2t"),
     ] {
         let label = format!("2 x {one} / {two}");
         if let Some((a, b)) = ratio(one, two) {

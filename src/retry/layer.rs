@@ -142,7 +142,7 @@ impl<S: Clone, R, C: ClassifyWith<S>> Layer<S> for RetryLayer<R, C> {
     fn layer(&self, inner: S) -> Self::Service {
         Retry {
             classify: C::classifier(&self.classify, &inner),
-            own: Arc::new(Own::new(Arc::clone(&self.shared), &inner)),
+            owns: Own::lanes(Arc::clone(&self.shared), &inner),
             inner,
         }
     }

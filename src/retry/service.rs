@@ -1,6 +1,7 @@
 //! [`Retry`]: the service a [`RetryLayer`](super::RetryLayer) wraps around
 //! another.
 
+use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -10,9 +11,10 @@ use tower_service::Service;
 use super::future::ResponseFuture;
 use super::layer::Shared;
 use super::replay::Replay;
-use super::stats::{RetryStats, bump};
+use super::stats::RetryStats;
 use super::{Budget, Error};
 use crate::classify::Classify;
+use crate::model::{current_lane, mask_for_cores};
 
 /// Retries, backs off and hedges calls to `S` (usually a
 /// [`Balance`](crate::Balance)); see the [module docs](super).
@@ -23,7 +25,8 @@ use crate::classify::Classify;
 /// `Arc` for the shared state).
 pub struct Retry<S, R, C> {
     pub(crate) inner: S,
-    pub(crate) own: Arc<Own<S, R>>,
+    /// One handle per lane (see [`Own`]); a call takes its thread's.
+    pub(crate) owns: Arc<[Arc<Own<S, R>>]>,
     pub(crate) classify: C,
 }
 
@@ -36,7 +39,7 @@ pub struct Retry<S, R, C> {
 /// cloning one `Balance` pay for it most; measured: see
 /// docs/performance.md); most calls never retry, so the clone is made when
 /// one does.
-pub(crate) struct Own<S, R> {
+pub(crate) struct Common<S, R> {
     pub(crate) shared: Arc<Shared<R>>,
     spare: Mutex<S>,
     /// A lost hint was warned about (once per wrapped service: see
@@ -44,15 +47,41 @@ pub(crate) struct Own<S, R> {
     hint_lost_warned: AtomicBool,
 }
 
+/// One thread's handle on a wrapped service's [`Common`]: what a call's
+/// future holds. A future must own what it keeps (it is `'static`), so
+/// each call takes a reference count. With one `Arc` for every thread,
+/// that count was a line every thread wrote twice per request, and two
+/// threads sharing a retry layer moved barely more requests than one
+/// (docs/performance.md, "The retry layer on two threads"). So each lane
+/// (threads numbered as the balancer's lanes number them, one lane per
+/// core up to eight) has a handle of its own, alone on its line: a
+/// wrapped service keeps one `Arc` of 256 bytes per lane.
+#[repr(align(128))]
+pub(crate) struct Own<S, R>(Arc<Common<S, R>>);
+
+impl<S, R> Deref for Own<S, R> {
+    type Target = Common<S, R>;
+
+    fn deref(&self) -> &Common<S, R> {
+        &self.0
+    }
+}
+
 impl<S: Clone, R> Own<S, R> {
-    pub(crate) fn new(shared: Arc<Shared<R>>, inner: &S) -> Self {
-        Self {
+    /// A handle per lane on a new [`Common`] over `inner`.
+    pub(crate) fn lanes(shared: Arc<Shared<R>>, inner: &S) -> Arc<[Arc<Self>]> {
+        let common = Arc::new(Common {
             shared,
             spare: Mutex::new(inner.clone()),
             hint_lost_warned: AtomicBool::new(false),
-        }
+        });
+        (0..=mask_for_cores())
+            .map(|_| Arc::new(Own(Arc::clone(&common))))
+            .collect()
     }
+}
 
+impl<S: Clone, R> Common<S, R> {
     /// A clone of the wrapped service, for a later attempt.
     pub(crate) fn spare(&self) -> S {
         // Cloning holds no invariant a panic could break halfway.
@@ -60,7 +89,7 @@ impl<S: Clone, R> Own<S, R> {
     }
 }
 
-impl<S, R> Own<S, R> {
+impl<S, R> Common<S, R> {
     /// True the first time it is asked, false ever after.
     pub(crate) fn first_lost_hint(&self) -> bool {
         !self.hint_lost_warned.swap(true, Ordering::Relaxed)
@@ -71,7 +100,7 @@ impl<S: Clone, R, C: Clone> Clone for Retry<S, R, C> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
-            own: Arc::clone(&self.own),
+            owns: Arc::clone(&self.owns),
             classify: self.classify.clone(),
         }
     }
@@ -88,12 +117,12 @@ impl<S: std::fmt::Debug, R, C> std::fmt::Debug for Retry<S, R, C> {
 impl<S, R, C> Retry<S, R, C> {
     /// Counters shared with the layer and every service it made.
     pub fn stats(&self) -> &RetryStats {
-        &self.own.shared.stats
+        &self.owns[0].shared.stats
     }
 
     /// The retry budget shared with the layer.
     pub fn budget(&self) -> &Budget {
-        &self.own.shared.budget
+        &self.owns[0].shared.budget
     }
 
     /// The wrapped service.
@@ -122,11 +151,13 @@ where
     /// ready service. Cost on top of the inner call: one budget lock (the
     /// calling thread's shard), one copy of the request when retries are
     /// enabled (for a streaming body, a shared record instead), one `Arc`
-    /// clone and one clone of the classifier.
+    /// clone (the calling thread's handle), one count on the calling
+    /// thread's line and one clone of the classifier.
     #[inline]
     fn call(&mut self, req: Req) -> Self::Future {
-        let shared = &self.own.shared;
-        bump(&shared.stats.requests);
+        let own = &self.owns[current_lane(self.owns.len() - 1)];
+        let shared = &own.shared;
+        shared.stats.requests.add();
         let now = shared.clock.read();
         shared.budget.deposit_at(now.at);
         let own_deadline = shared.replay.deadline(&req);
@@ -142,11 +173,46 @@ where
         ResponseFuture::send(
             &mut self.inner,
             req,
-            Arc::clone(&self.own),
+            Arc::clone(own),
             self.classify.clone(),
             kept,
             now,
             deadline,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+
+    use tower::{Layer, service_fn};
+
+    use super::*;
+    use crate::classify::ErrIsFailure;
+    use crate::retry::{CloneRequest, RetryLayer};
+
+    /// Every lane's handle is its own `Arc` (its own reference count) on
+    /// the one state the wrapped service's clones share: one spare, one
+    /// warning about lost hints.
+    #[test]
+    fn each_lane_has_its_own_handle_on_one_shared_state() {
+        let layer = RetryLayer::builder()
+            .replay(CloneRequest)
+            .classify(ErrIsFailure)
+            .build()
+            .expect("valid config");
+        let svc = layer.layer(service_fn(|r: u32| async move { Ok::<_, Infallible>(r) }));
+        let owns = &Retry::clone(&svc).owns;
+        assert!(Arc::ptr_eq(owns, &svc.owns), "clones share the handles");
+        assert_eq!(owns.len(), mask_for_cores() + 1);
+        for (i, own) in owns.iter().enumerate() {
+            assert!(Arc::ptr_eq(&own.0, &owns[0].0), "one shared state");
+            for other in &owns[..i] {
+                assert!(!Arc::ptr_eq(own, other), "a count per lane");
+            }
+        }
+        let first: Vec<bool> = owns.iter().map(|o| o.first_lost_hint()).collect();
+        assert_eq!(first.iter().filter(|&&f| f).count(), 1, "{first:?}");
     }
 }

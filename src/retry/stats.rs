@@ -2,12 +2,15 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::model::{current_lane, mask_for_cores};
+
 /// What a [`RetryLayer`](super::RetryLayer) did, shared by every service it
 /// made. Plain relaxed atomics: one increment per event, no hot-path cost to
 /// speak of; read them from an observable metrics instrument.
 #[derive(Debug, Default)]
 pub struct RetryStats {
-    pub(crate) requests: AtomicU64,
+    /// Counted on every request by every thread: striped, see [`Striped`].
+    pub(crate) requests: Striped,
     pub(crate) retries: AtomicU64,
     pub(crate) hedges: AtomicU64,
     pub(crate) budget_exhausted: AtomicU64,
@@ -20,7 +23,7 @@ pub struct RetryStats {
 impl RetryStats {
     /// Requests that entered the layer.
     pub fn requests(&self) -> u64 {
-        self.requests.load(Ordering::Relaxed)
+        self.requests.sum()
     }
 
     /// Attempts sent: first attempts, retries and hedges.
@@ -73,6 +76,36 @@ impl RetryStats {
     /// Requests that ran out of their overall deadline.
     pub fn deadlines(&self) -> u64 {
         self.deadlines.load(Ordering::Relaxed)
+    }
+}
+
+/// A count that every thread adds to on every request, one cache line per
+/// lane (threads numbered as the balancer's lanes number them): on one
+/// line, two threads calling through one retry layer took it from each
+/// other on every request.
+#[derive(Debug)]
+pub(crate) struct Striped(Box<[Stripe]>);
+
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Stripe(AtomicU64);
+
+impl Default for Striped {
+    fn default() -> Self {
+        Self((0..=mask_for_cores()).map(|_| Stripe::default()).collect())
+    }
+}
+
+impl Striped {
+    /// Adds one, on the calling thread's line.
+    #[inline]
+    pub(crate) fn add(&self) {
+        bump(&self.0[current_lane(self.0.len() - 1)].0);
+    }
+
+    /// The count over every line.
+    pub(crate) fn sum(&self) -> u64 {
+        self.0.iter().map(|s| s.0.load(Ordering::Relaxed)).sum()
     }
 }
 

@@ -93,3 +93,48 @@ fn every_threads_calls_are_counted_once() {
     assert_eq!(total(|s| s.failures()), calls / 2);
     assert_eq!(total(|s| s.picks()), calls + (THREADS * HELD) as u64);
 }
+
+/// Threads calling through clones of one retry layer's service, each on
+/// its own handle and its own line of the request count: the layer counts
+/// every request once, and the balancer below every call.
+#[test]
+fn a_retry_layer_shared_by_threads_counts_every_request_once() {
+    use tower::Layer;
+    use tower_lb::retry::{CloneRequest, RetryLayer};
+
+    let mut b = Balance::builder().picker(pick::PeakEwma::default());
+    for i in 0..3u32 {
+        b = b.endpoint(i, Parity);
+    }
+    let lb = b.build().unwrap();
+    let handle = lb.handle();
+    let layer = RetryLayer::builder()
+        .replay(CloneRequest)
+        .build()
+        .expect("valid config");
+    let svc = layer.layer(lb);
+    let pending: usize = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..THREADS)
+            .map(|_| {
+                let mut svc = svc.clone();
+                s.spawn(move || {
+                    let mut cx = Context::from_waker(Waker::noop());
+                    // Even requests: answered at once, never retried.
+                    (0..ANSWERED)
+                        .filter(|&i| {
+                            assert!(svc.poll_ready(&mut cx).is_ready());
+                            pin!(svc.call(2 * i)).as_mut().poll(&mut cx).is_pending()
+                        })
+                        .count()
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).sum()
+    });
+    assert_eq!(pending, 0, "every call answers at once");
+    let calls = THREADS as u64 * ANSWERED;
+    assert_eq!(svc.stats().requests(), calls);
+    assert_eq!(svc.stats().attempts(), calls);
+    let requests: u64 = handle.endpoints().iter().map(|(_, s)| s.requests()).sum();
+    assert_eq!(requests, calls);
+}
