@@ -5,8 +5,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::model::{current_lane, mask_for_cores};
 
 /// What a [`RetryLayer`](super::RetryLayer) did, shared by every service it
-/// made. Plain relaxed atomics: one increment per event, no hot-path cost to
-/// speak of; read them from an observable metrics instrument.
+/// made. Relaxed atomics, one increment per event; the request count,
+/// which every call increments, on a line per lane so that threads do not
+/// take it from each other. Read them from an observable metrics
+/// instrument.
 #[derive(Debug, Default)]
 pub struct RetryStats {
     /// Counted on every request by every thread: striped, see [`Striped`].
