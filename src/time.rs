@@ -334,11 +334,11 @@ impl Counter {
 /// reading stands for the whole call or poll it was taken for: what the
 /// service below does synchronously inside the poll that answers (parsing
 /// a response head, say) is not in the balancer's latency, as it was not
-/// when the layer handed down tokio's reading. Where a
-/// reading of the counter is cheap beside the work around it the two extra
-/// readings hardly show, but on hosts whose counter reading costs 15 ns or
-/// more they were a tenth of the stack's time (docs/performance.md, "The
-/// stack reads the clock twice").
+/// when the layer handed down tokio's reading. Where a reading of the
+/// counter is cheap beside the work around it the two extra readings
+/// hardly show; where it is dear they were a large share of the stack's
+/// time (docs/performance.md, "The stack reads the clock twice", has the
+/// figures and their command).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Reading {
     /// The time, as tokio's clock counts it.
