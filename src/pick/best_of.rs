@@ -68,26 +68,8 @@ pub(crate) fn draw<T>(cx: &Pool<'_, T>, k: usize, out: &mut [usize; MAX_CHOICES]
         }
         return n;
     }
-    if cx.is_uniform() && n < 1 << 16 {
-        let mut draw = Draws::new(cx);
-        // The draws so far, ascending. Without a branch on the drawn
-        // values, which the CPU cannot predict: the j-th draw steps over
-        // every earlier one at or below it (in ascending order, so once
-        // one is above, all later ones are), then sinks into place by
-        // compare-exchanges.
-        let mut taken = [0usize; MAX_CHOICES];
-        for (j, slot) in out.iter_mut().enumerate().take(k) {
-            let mut i = draw.below(cx, n - j);
-            for &t in &taken[..j] {
-                i += usize::from(t <= i);
-            }
-            taken[j] = i;
-            for q in (0..j).rev() {
-                let (a, b) = (taken[q], taken[q + 1]);
-                (taken[q], taken[q + 1]) = (a.min(b), a.max(b));
-            }
-            *slot = i;
-        }
+    if draws_uniformly(cx, k) {
+        draw_uniform(cx, &mut out[..k]);
         return k;
     }
     let mut drawn = 0;
@@ -103,6 +85,42 @@ pub(crate) fn draw<T>(cx: &Pool<'_, T>, k: usize, out: &mut [usize; MAX_CHOICES]
         drawn += 1;
     }
     drawn
+}
+
+/// Whether a pick of `k` candidates from `cx` draws them by
+/// [`draw_uniform`]: more than `k` endpoints, of equal weights (and few
+/// enough for its 21-bit draws).
+#[inline(always)]
+pub(crate) fn draws_uniformly<T>(cx: &Pool<'_, T>, k: usize) -> bool {
+    let n = cx.len();
+    n > k && cx.is_uniform() && n < 1 << 16
+}
+
+/// `out.len()` distinct uniform-random endpoints of `cx`, which has more
+/// (see [`draws_uniformly`]). A caller whose `out` is an array of a
+/// constant length gets these loops unrolled.
+#[inline(always)]
+pub(crate) fn draw_uniform<T>(cx: &Pool<'_, T>, out: &mut [usize]) {
+    let n = cx.len();
+    let mut draw = Draws::new(cx);
+    // The draws so far, ascending. Without a branch on the drawn
+    // values, which the CPU cannot predict: the j-th draw steps over
+    // every earlier one at or below it (in ascending order, so once
+    // one is above, all later ones are), then sinks into place by
+    // compare-exchanges.
+    let mut taken = [0usize; MAX_CHOICES];
+    for (j, slot) in out.iter_mut().enumerate() {
+        let mut i = draw.below(cx, n - j);
+        for &t in &taken[..j] {
+            i += usize::from(t <= i);
+        }
+        taken[j] = i;
+        for q in (0..j).rev() {
+            let (a, b) = (taken[q], taken[q + 1]);
+            (taken[q], taken[q + 1]) = (a.min(b), a.max(b));
+        }
+        *slot = i;
+    }
 }
 
 /// A cost's bits with the candidate's slot in the low 4 bits (a relative

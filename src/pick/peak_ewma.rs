@@ -1,11 +1,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::best_of::draw;
+use super::best_of::{draw, draw_uniform, draws_uniformly};
 use super::{MAX_CHOICES, Pick, Picker, Pool, cost_key, key_winner};
 use crate::error::{ConfigError, check_positive};
 use crate::model::{EndpointState, stale_after};
 use crate::time::decay;
+use part::Part;
 
 /// Default number of candidates compared per pick.
 ///
@@ -191,7 +192,7 @@ impl PeakEwma {
     /// past the staleness bound (10 ms at least, so never on a busy
     /// balancer) are the settled candidates read again and compared as the
     /// rule says: the pick keeps no array of candidates in memory.
-    #[inline]
+    #[inline(always)]
     fn best<T>(&self, cx: &Pool<'_, T>, idx: &[usize]) -> Option<usize> {
         let k = self.spread_factor;
         let credit = self.credit(cx, idx);
@@ -304,65 +305,6 @@ impl PeakEwma {
     }
 }
 
-/// One candidate's cost, in parts:
-/// `(est + k·spread) · (in_flight / q + 1) / den`, `q` its parallelism as
-/// the pick credits it.
-#[derive(Clone, Copy)]
-struct Part {
-    est: f64,
-    spread: f64,
-    /// Requests in flight.
-    in_flight: f64,
-    /// Its learned parallelism (1 when not learned).
-    p: f64,
-    /// `weight · (1 − f)²`.
-    den: f64,
-    /// Nanoseconds since its last sample.
-    since: u64,
-    /// Its last call succeeded (and no probe of a failed one is due).
-    answered: bool,
-    /// Nothing in flight: an idle endpoint's estimate may have gone stale.
-    idle: bool,
-    /// Its floor latency, ns (+∞ before its first success).
-    floor: f64,
-    /// Calls recorded on it.
-    samples: u64,
-}
-
-impl Part {
-    /// A candidate that may not take the call: it costs infinity.
-    const UNAVAILABLE: Part = Part {
-        est: f64::INFINITY,
-        spread: 0.0,
-        in_flight: 0.0,
-        p: 1.0,
-        den: 1.0,
-        since: 0,
-        answered: false,
-        idle: false,
-        floor: f64::INFINITY,
-        samples: 0,
-    };
-
-    /// Whether its stale estimate may hide a replica as fast as one of
-    /// `reference`: it has answered too few calls to tell (a first answer
-    /// may carry a connection's set-up), or it has answered within
-    /// [`FLOOR_SLACK`] times `reference` before. A replica whose every
-    /// answer was slower is slow, not stale: trying it again costs a slow
-    /// call and tells nothing new.
-    #[inline(always)]
-    fn may_be_as_fast_as(&self, reference: f64) -> bool {
-        self.samples < TRUST_SAMPLES || self.floor <= FLOOR_SLACK * reference
-    }
-
-    /// The cost with its parallelism credited up to `credit`.
-    #[inline(always)]
-    fn cost(&self, k: f64, credit: f64) -> f64 {
-        let q = self.p.min(credit);
-        (self.est + k * self.spread) * (self.in_flight + q) / (q * self.den)
-    }
-}
-
 impl Picker for PeakEwma {
     type Table = ();
     fn name(&self) -> &'static str {
@@ -396,13 +338,36 @@ impl Picker for PeakEwma {
 impl<Req> Pick<Req> for PeakEwma {
     #[inline]
     fn pick(&self, _: &Req, cx: &Pool<'_, ()>) -> Option<usize> {
-        let mut idx = [0usize; MAX_CHOICES];
-        let n = draw(cx, self.choices, &mut idx);
-        self.best(cx, &idx[..n]).or_else(|| self.pick_otherwise(cx))
+        // The default's three candidates and the classic two are drawn
+        // into arrays of their length, so that the compiler unrolls the
+        // loops over them; other counts, pools no larger than the count
+        // and unequal weights draw through `draw`.
+        match self.choices {
+            2 if draws_uniformly(cx, 2) => self.pick_of::<2>(cx),
+            3 if draws_uniformly(cx, 3) => self.pick_of::<3>(cx),
+            k => self.pick_any(cx, k),
+        }
     }
 }
 
 impl PeakEwma {
+    /// The best of `K` distinct uniform draws (the pool has more than `K`
+    /// endpoints, of equal weights: see `draws_uniformly`).
+    #[inline(always)]
+    fn pick_of<const K: usize>(&self, cx: &Pool<'_, ()>) -> Option<usize> {
+        let mut idx = [0usize; K];
+        draw_uniform(cx, &mut idx);
+        self.best(cx, &idx).or_else(|| self.pick_otherwise(cx))
+    }
+
+    /// The best of `k` candidates drawn by `draw`: any count, any pool.
+    #[inline(always)]
+    fn pick_any(&self, cx: &Pool<'_, ()>, k: usize) -> Option<usize> {
+        let mut idx = [0usize; MAX_CHOICES];
+        let n = draw(cx, k, &mut idx);
+        self.best(cx, &idx[..n]).or_else(|| self.pick_otherwise(cx))
+    }
+
     /// No candidate drawn was available: the cheapest endpoint of all, each
     /// costed on its own. Out of line: a pick comes here only when most of
     /// the pool may not take calls.
@@ -412,5 +377,6 @@ impl PeakEwma {
     }
 }
 
+mod part;
 #[cfg(test)]
 mod tests;

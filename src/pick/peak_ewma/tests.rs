@@ -195,3 +195,57 @@ fn a_replica_is_credited_no_more_parallelism_than_the_load_spread() {
     let classic = PeakEwma::new().spread_factor(0.0).learn_parallelism(false);
     assert_eq!(chosen([0.8, 1.0, 1.0], 8, [4, 2, 2], classic), vec![1, 2]);
 }
+
+/// The picks that draw into arrays of two and three candidates
+/// (`pick_of`) choose as the general path (`pick_any`) does, pick by pick,
+/// whatever the pool's state: the same draws, the same costs, the same
+/// winner. Two fixtures with one history and one seed, on a paused clock,
+/// so that both read the same time.
+#[test]
+fn the_unrolled_picks_choose_as_the_general_path() {
+    use crate::outcome::{FailureKind, Outcome};
+    use crate::rng::RngSource;
+    use proptest::prelude::*;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime");
+    // (endpoint, latency ns, outcome, calls left in flight)
+    let history =
+        proptest::collection::vec((0usize..32, 1u64..4_000_000, 0u8..4, 0usize..3), 0..60);
+    proptest!(|(n in 4usize..32, k in 2usize..=3, seed: u64, gap_ms in 0u64..40, history in history)| {
+        let (general, unrolled) = rt.block_on(async {
+            let fixtures = [Fixture::new(&vec![1.0; n]), Fixture::new(&vec![1.0; n])];
+            for f in &fixtures {
+                for &(e, latency, kind, in_flight) in &history {
+                    let outcome = match kind {
+                        0 | 1 => Outcome::Success,
+                        2 => Outcome::Failure(FailureKind::Error),
+                        _ => Outcome::Failure(FailureKind::Timeout),
+                    };
+                    let s = &f.states[e % n];
+                    s.record(&outcome, latency, 0, 1 + in_flight, 0);
+                    for _ in 0..in_flight {
+                        s.take_slot(None, 0);
+                    }
+                }
+            }
+            // Past the staleness bound (10 ms) in some cases.
+            tokio::time::advance(Duration::from_millis(gap_ms)).await;
+            let p = PeakEwma::new().choices(k);
+            let [mut a, mut b] = fixtures;
+            a.rng = RngSource::new(Some(seed));
+            b.rng = RngSource::new(Some(seed));
+            let general: Vec<_> = (0..50).map(|_| p.pick_any(&a.cx(&()), k)).collect();
+            let unrolled: Vec<_> = (0..50)
+                .map(|_| match k {
+                    2 => p.pick_of::<2>(&b.cx(&())),
+                    _ => p.pick_of::<3>(&b.cx(&())),
+                })
+                .collect();
+            (general, unrolled)
+        });
+        prop_assert_eq!(general, unrolled);
+    });
+}
