@@ -31,11 +31,32 @@ pub struct Estimate {
     pub failure_rate: f64,
 }
 
+// What a call reads on its endpoint besides `hot` shares the line after it.
+const _: () = {
+    use std::mem::offset_of;
+    let read_by_a_call = [
+        offset_of!(EndpointState, model),
+        offset_of!(EndpointState, observer),
+        offset_of!(EndpointState, id),
+        offset_of!(EndpointState, more),
+        offset_of!(EndpointState, ramp_start),
+        offset_of!(EndpointState, gate.bits),
+        offset_of!(EndpointState, gate.guarded),
+    ];
+    let mut i = 0;
+    while i < read_by_a_call.len() {
+        assert!(read_by_a_call[i] / 64 == 1);
+        i += 1;
+    }
+};
+
 /// What [admission](crate::admission) keeps on each endpoint. The model
 /// stores it and never reads it: admission alone gives its words a meaning
 /// (the health bits, the census, each guard's rules), and the health owner
-/// writes it through admission.
+/// writes it through admission. In declared order: the words a call
+/// reads first (see [`EndpointState`]'s layout).
 #[derive(Debug, Default)]
+#[repr(C)]
 pub(crate) struct Gate {
     /// Why the endpoint may not take calls: admission's health bits.
     pub(crate) bits: AtomicU8,
@@ -58,6 +79,15 @@ pub struct EndpointState {
     /// Everything a pick reads and a response writes, in one cache line:
     /// lane 0 (see [`lanes`](super::lanes)).
     pub(super) hot: Hot,
+    /// The rest of what a call reads on the endpoint it is sent to, on
+    /// the line after `hot`: with many endpoints, the chosen one's lines
+    /// are out of the core's nearest cache, and these fields sat on four
+    /// lines of their own (docs/performance.md, "The chosen endpoint's
+    /// lines").
+    pub(crate) model: Arc<Model>,
+    pub(crate) observer: Option<Box<dyn EndpointObserver>>,
+    /// See [`id`](Self::id).
+    pub(crate) id: u64,
     /// Lanes 1 and up, with per-thread load (empty without). Apart, so
     /// that an endpoint without them is as small as before lanes (eight
     /// lanes inline made every endpoint 512 bytes longer and the default
@@ -67,8 +97,9 @@ pub struct EndpointState {
     /// [`NO_RAMP`] when it has none. Its lanes' weights are negated when
     /// it has one.
     pub(super) ramp_start: u64,
-    /// See [`id`](Self::id).
-    pub(crate) id: u64,
+    /// What admission keeps on the endpoint (admission's own); its
+    /// words first, so that they end the line above.
+    pub(crate) gate: Gate,
     key_hash: u64,
     /// How events and metrics name the endpoint.
     label: Box<str>,
@@ -78,8 +109,6 @@ pub struct EndpointState {
     pub(super) ignored: AtomicU64,
     /// Calls dropped before they ended (cancelled, lost hedges).
     pub(super) abandoned: AtomicU64,
-    /// What admission keeps on the endpoint (admission's own).
-    pub(crate) gate: Gate,
     /// Takes no new picks while set; in-flight calls finish.
     draining: AtomicBool,
     meta: ArcSwap<EndpointMeta>,
@@ -87,8 +116,6 @@ pub struct EndpointState {
     pub(super) limit: Limit,
     /// What the endpoint reported about its own load.
     pub(super) reported: Reported,
-    pub(crate) model: Arc<Model>,
-    pub(crate) observer: Option<Box<dyn EndpointObserver>>,
 }
 
 /// How a new endpoint starts.
