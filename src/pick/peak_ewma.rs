@@ -1,12 +1,9 @@
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::best_of::{draw, draw_uniform, draws_uniformly};
-use super::{MAX_CHOICES, Pick, Picker, Pool, cost_key, key_winner};
-use crate::error::{ConfigError, check_positive};
-use crate::model::{EndpointState, stale_after};
+use super::{MAX_CHOICES, Pick, Pool, cost_key, key_winner};
+use crate::model::stale_after;
 use crate::time::decay;
-use part::Part;
 
 /// Default number of candidates compared per pick.
 ///
@@ -61,75 +58,7 @@ pub struct PeakEwma {
     fade_rate: f64,
 }
 
-impl Default for PeakEwma {
-    fn default() -> Self {
-        Self {
-            choices: DEFAULT_CHOICES,
-            spread_factor: DEFAULT_SPREAD_FACTOR,
-            learn_parallelism: true,
-            utilization: false,
-            fade: DEFAULT_UTILIZATION_FADE,
-            fade_rate: 1.0 / DEFAULT_UTILIZATION_FADE.as_nanos() as f64,
-        }
-    }
-}
-
 impl PeakEwma {
-    /// The default configuration.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Classic two-choice peak-EWMA (tower, Finagle): `choices = 2`, no
-    /// spread term, no learned parallelism. Weights and the failure term
-    /// still apply; see the type's docs for exactly how it differs.
-    pub fn classic() -> Self {
-        Self {
-            choices: 2,
-            spread_factor: 0.0,
-            learn_parallelism: false,
-            ..Self::default()
-        }
-    }
-
-    /// Whether to divide the in-flight count by the endpoint's learned
-    /// parallelism (default true) or treat every endpoint as serving one
-    /// request at a time (Finagle's formula).
-    pub fn learn_parallelism(mut self, on: bool) -> Self {
-        self.learn_parallelism = on;
-        self
-    }
-
-    /// Whether endpoints' reported utilization raises their cost (default
-    /// false; see [Server-reported utilization](#server-reported-utilization)).
-    pub fn utilization(mut self, on: bool) -> Self {
-        self.utilization = on;
-        self
-    }
-
-    /// How fast reported utilization fades with the report's age: the time
-    /// constant of `e^(−age/fade)`, > 0 and at most a year (checked by
-    /// `Balance::build`, field `utilization_fade`). Default 1 s.
-    pub fn utilization_fade(mut self, fade: Duration) -> Self {
-        self.fade = fade;
-        self.fade_rate = 1.0 / fade.as_nanos().max(1) as f64;
-        self
-    }
-
-    /// Candidates compared per pick, `1..=16` (checked by `Balance::build`,
-    /// field `choices`). Pools no larger than this are scanned in full.
-    pub fn choices(mut self, n: usize) -> Self {
-        self.choices = n;
-        self
-    }
-
-    /// Weight of the spread term, a finite number `>= 0` (checked by
-    /// `Balance::build`, field `spread_factor`).
-    pub fn spread_factor(mut self, k: f64) -> Self {
-        self.spread_factor = k;
-        self
-    }
-
     /// The cost of endpoint `i` at the time of the pick, on its own (a
     /// pick also compares it with the other candidates: see
     /// [Staleness](#staleness) and [Herding](#herding)).
@@ -305,33 +234,62 @@ impl PeakEwma {
     }
 }
 
-impl Picker for PeakEwma {
-    type Table = ();
-    fn name(&self) -> &'static str {
-        if self.utilization {
-            "peak_ewma_orca"
-        } else if self.choices == 2 && self.spread_factor == 0.0 && !self.learn_parallelism {
-            "p2c_peak_ewma"
-        } else {
-            "peak_ewma"
-        }
-    }
-    fn table(&self, _: &[Arc<EndpointState>]) {}
+/// One candidate's cost, in parts:
+/// `(est + k·spread) · (in_flight / q + 1) / den`, `q` its parallelism as
+/// the pick credits it.
+#[derive(Clone, Copy)]
+struct Part {
+    est: f64,
+    spread: f64,
+    /// Requests in flight.
+    in_flight: f64,
+    /// Its learned parallelism (1 when not learned).
+    p: f64,
+    /// `weight · (1 − f)²`.
+    den: f64,
+    /// Nanoseconds since its last sample.
+    since: u64,
+    /// Its last call succeeded (and no probe of a failed one is due).
+    answered: bool,
+    /// Nothing in flight: an idle endpoint's estimate may have gone stale.
+    idle: bool,
+    /// Its floor latency, ns (+∞ before its first success).
+    floor: f64,
+    /// Calls recorded on it.
+    samples: u64,
+}
 
-    fn validate(&self) -> Result<(), ConfigError> {
-        if !(1..=MAX_CHOICES).contains(&self.choices) {
-            return Err(ConfigError::new(
-                "choices",
-                self.choices,
-                "an integer in 1..=16",
-            ));
-        }
-        let k = self.spread_factor;
-        if !(k.is_finite() && k >= 0.0) {
-            return Err(ConfigError::new("spread_factor", k, "a finite number >= 0"));
-        }
-        check_positive("utilization_fade", self.fade)?;
-        Ok(())
+impl Part {
+    /// A candidate that may not take the call: it costs infinity.
+    const UNAVAILABLE: Part = Part {
+        est: f64::INFINITY,
+        spread: 0.0,
+        in_flight: 0.0,
+        p: 1.0,
+        den: 1.0,
+        since: 0,
+        answered: false,
+        idle: false,
+        floor: f64::INFINITY,
+        samples: 0,
+    };
+
+    /// Whether its stale estimate may hide a replica as fast as one of
+    /// `reference`: it has answered too few calls to tell (a first answer
+    /// may carry a connection's set-up), or it has answered within
+    /// [`FLOOR_SLACK`] times `reference` before. A replica whose every
+    /// answer was slower is slow, not stale: trying it again costs a slow
+    /// call and tells nothing new.
+    #[inline(always)]
+    fn may_be_as_fast_as(&self, reference: f64) -> bool {
+        self.samples < TRUST_SAMPLES || self.floor <= FLOOR_SLACK * reference
+    }
+
+    /// The cost with its parallelism credited up to `credit`.
+    #[inline(always)]
+    fn cost(&self, k: f64, credit: f64) -> f64 {
+        let q = self.p.min(credit);
+        (self.est + k * self.spread) * (self.in_flight + q) / (q * self.den)
     }
 }
 
@@ -377,6 +335,6 @@ impl PeakEwma {
     }
 }
 
-mod part;
+mod config;
 #[cfg(test)]
 mod tests;

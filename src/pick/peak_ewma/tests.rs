@@ -1,4 +1,5 @@
 use super::*;
+use crate::pick::Picker;
 use crate::pick::testing::Fixture;
 
 #[test]
