@@ -94,20 +94,24 @@ impl InFlight {
     /// and records both, then releases the slot.
     #[inline]
     pub(crate) fn finish(mut self, classify: impl FnOnce(Duration) -> Outcome) {
-        let (now_ns, latency) = self.elapsed();
-        self.settle(&classify(latency), latency, now_ns);
+        let (now_ns, latency_ns) = self.elapsed_ns();
+        self.settle(
+            &classify(Duration::from_nanos(latency_ns)),
+            latency_ns,
+            now_ns,
+        );
     }
 
-    /// The call has answered with `outcome` after `latency`, `now_ns`
+    /// The call has answered with `outcome` after `latency_ns`, `now_ns`
     /// since the epoch; what is left of it (a response body, say)
     /// is tracked by the [`Completion`], which records it and releases the
     /// slot when it ends or is dropped.
     #[inline]
-    pub(crate) fn answered(self, outcome: Outcome, latency: Duration, now_ns: u64) -> Completion {
+    pub(crate) fn answered(self, outcome: Outcome, latency_ns: u64, now_ns: u64) -> Completion {
         Completion {
             guard: Some(self),
             outcome,
-            latency,
+            latency_ns,
             answered_ns: now_ns,
         }
     }
@@ -118,16 +122,16 @@ impl InFlight {
         self.settle_timeout();
     }
 
-    /// Records the call with `outcome` and `latency` at `now_ns`, if it is
+    /// Records the call with `outcome` and `latency_ns` at `now_ns`, if it is
     /// still pending; the slot is released when the guard drops.
     ///
     /// In place: a [`Completion`] records through its guard without moving
     /// it out first (the move, right after the guard was moved in, stalled
     /// store forwarding at every answer).
     #[inline]
-    pub(super) fn settle_at(&mut self, outcome: &Outcome, latency: Duration, now_ns: u64) {
+    pub(super) fn settle_at(&mut self, outcome: &Outcome, latency_ns: u64, now_ns: u64) {
         if self.is_pending() {
-            self.settle(outcome, latency, now_ns);
+            self.settle(outcome, latency_ns, now_ns);
         }
     }
 
@@ -137,20 +141,22 @@ impl InFlight {
         self.started.is_some()
     }
 
-    /// The time now, in ns since the epoch, and the call's latency so far.
+    /// The time now and the call's latency so far, in ns (the time since
+    /// the balancer's epoch). In nanoseconds, as the model records it: a
+    /// `Duration` is made only for what asks for one.
     #[inline]
-    pub(crate) fn elapsed(&self) -> (u64, Duration) {
+    pub(crate) fn elapsed_ns(&self) -> (u64, u64) {
         // A retry layer polling this call has read the clock already.
         let now_ns = self.lane.state.model.clock.now_ns_or(crate::scope::raw());
         (
             now_ns,
-            Duration::from_nanos(now_ns.saturating_sub(self.started.unwrap_or(now_ns))),
+            now_ns.saturating_sub(self.started.unwrap_or(now_ns)),
         )
     }
 
     fn settle_timeout(&mut self) {
-        let (now_ns, latency) = self.elapsed();
-        self.settle(&Outcome::Failure(FailureKind::Timeout), latency, now_ns);
+        let (now_ns, latency_ns) = self.elapsed_ns();
+        self.settle(&Outcome::Failure(FailureKind::Timeout), latency_ns, now_ns);
     }
 
     /// Records a call that ended: the latency model, the endpoint's
@@ -164,16 +170,17 @@ impl InFlight {
     /// they cost the default `Balance` a share of its time with nothing to
     /// do (see docs/performance.md).
     #[inline]
-    fn settle(&mut self, outcome: &Outcome, latency: Duration, now_ns: u64) {
+    fn settle(&mut self, outcome: &Outcome, latency_ns: u64, now_ns: u64) {
         self.started = None;
         let state = &*self.lane.state;
         state.record(
             outcome,
-            crate::time::nanos(latency),
+            latency_ns,
             now_ns,
             self.concurrency,
             self.lane.index,
         );
+        let latency = Duration::from_nanos(latency_ns);
         if let Some(o) = &state.observer {
             o.finished(*outcome, latency);
         }
@@ -261,7 +268,8 @@ impl Drop for InFlight {
 pub struct Completion {
     pub(super) guard: Option<InFlight>,
     pub(super) outcome: Outcome,
-    pub(super) latency: Duration,
+    /// Time from dispatch to the answer, in ns.
+    pub(super) latency_ns: u64,
     /// When the answer arrived, in ns since the epoch.
     pub(super) answered_ns: u64,
 }
@@ -274,12 +282,16 @@ impl Completion {
 
     /// Time from dispatch to the answer (the response head).
     pub fn latency(&self) -> Duration {
-        self.latency
+        Duration::from_nanos(self.latency_ns)
     }
 
     /// Time from dispatch until now.
     pub fn elapsed(&self) -> Duration {
-        self.guard.as_ref().map_or(self.latency, |g| g.elapsed().1)
+        Duration::from_nanos(
+            self.guard
+                .as_ref()
+                .map_or(self.latency_ns, |g| g.elapsed_ns().1),
+        )
     }
 
     /// The endpoint the call is on (`None` only for a completion made
@@ -334,14 +346,16 @@ impl Completion {
     pub fn finish_at_answer(mut self) {
         let now_ns = self.answered_ns;
         if let Some(guard) = &mut self.guard {
-            guard.settle_at(&self.outcome, self.latency, now_ns);
+            guard.settle_at(&self.outcome, self.latency_ns, now_ns);
         }
     }
 
     /// Ends the call now, recording the time from dispatch until now as its
     /// latency (for exchanges whose whole length is the latency).
     pub fn finish_whole(mut self) {
-        self.latency = self.elapsed();
+        if let Some(guard) = &self.guard {
+            self.latency_ns = guard.elapsed_ns().1;
+        }
         drop(self);
     }
 
@@ -351,7 +365,7 @@ impl Completion {
         Self {
             guard: None,
             outcome,
-            latency,
+            latency_ns: crate::time::nanos(latency),
             answered_ns: 0,
         }
     }
@@ -364,8 +378,8 @@ impl Drop for Completion {
         if let Some(guard) = &mut self.guard
             && guard.is_pending()
         {
-            let (now_ns, _) = guard.elapsed();
-            guard.settle_at(&self.outcome, self.latency, now_ns);
+            let (now_ns, _) = guard.elapsed_ns();
+            guard.settle_at(&self.outcome, self.latency_ns, now_ns);
         }
     }
 }

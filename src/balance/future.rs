@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
@@ -131,9 +132,10 @@ where
                 };
                 match res {
                     Ok(res) => {
-                        let (now_ns, latency) = guard.elapsed();
+                        let (now_ns, latency_ns) = guard.elapsed_ns();
+                        let latency = Duration::from_nanos(latency_ns);
                         let outcome = classify.classify(Ok(&res), latency);
-                        let completion = guard.answered(outcome, latency, now_ns);
+                        let completion = guard.answered(outcome, latency_ns, now_ns);
                         Poll::Ready(Ok(classify.complete(res, completion)))
                     }
                     Err(e) => {
