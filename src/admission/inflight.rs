@@ -141,9 +141,9 @@ impl InFlight {
         self.started.is_some()
     }
 
-    /// The time now and the call's latency so far, in ns (the time since
-    /// the balancer's epoch). In nanoseconds, as the model records it: a
-    /// `Duration` is made only for what asks for one.
+    /// The time now (ns since the balancer's epoch) and the call's latency
+    /// so far (ns). In nanoseconds, as the model records it: a `Duration`
+    /// is made only for what asks for one.
     #[inline]
     pub(crate) fn elapsed_ns(&self) -> (u64, u64) {
         // A retry layer polling this call has read the clock already.
@@ -360,7 +360,9 @@ impl Completion {
     }
 
     /// A completion tied to no endpoint, for testing classifiers: dropping
-    /// it records nothing.
+    /// it records nothing. Its [`latency`](Self::latency) is `latency`, kept
+    /// in nanoseconds as a balancer's calls keep theirs: a longer one than
+    /// `u64::MAX` ns (about 584 years) reads as that.
     pub fn detached(outcome: Outcome, latency: Duration) -> Self {
         Self {
             guard: None,

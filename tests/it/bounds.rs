@@ -483,3 +483,25 @@ fn load_report_and_adaptive_limit_extremes() {
     );
     assert_eq!(limits(a().tolerance(1.0).growth(1.0)), "accepted");
 }
+
+#[test]
+fn a_detached_completions_latency_is_kept_in_nanoseconds() {
+    use tower_lb::classify::Outcome;
+    use tower_lb::endpoint::Completion;
+    let at = |d: Duration| Completion::detached(Outcome::Success, d).latency();
+    for d in [
+        Duration::ZERO,
+        Duration::from_nanos(1),
+        Duration::from_micros(250),
+        Duration::new(86_400, 999_999_999),
+        Duration::from_nanos(u64::MAX),
+    ] {
+        assert_eq!(at(d), d, "kept as it was");
+    }
+    // Beyond u64::MAX ns (about 584 years): the documented bound, no panic.
+    assert_eq!(at(MAX), Duration::from_nanos(u64::MAX));
+    assert_eq!(
+        at(Duration::from_nanos(u64::MAX) + Duration::from_nanos(1)),
+        Duration::from_nanos(u64::MAX)
+    );
+}
