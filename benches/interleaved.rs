@@ -32,6 +32,13 @@
 //!   (health, scopes, hooks, the classifier);
 //! * `random`: `Balance` with `pick::Random`, whose pick is one random
 //!   number: the crate's machinery with next to no picker;
+//! * `least_in_flight`, `least_in_flight_1024`: `Balance` with
+//!   `pick::P2cLeastInFlight` (two candidates, their in-flight counts and
+//!   weights, no latency model) over 8 and 1,024 endpoints: the
+//!   machinery and a draw with the least a comparing picker reads. Their
+//!   ratios to tower's p2c bound what the default's latency model may cost
+//!   for the default to stay under a ratio (docs/performance.md, "The
+//!   ceiling on the Xeon VM");
 //! * `shared_2t`, `separate_2t`: two threads at once, on clones of one
 //!   default `Balance` and on a balancer each (ns per request per thread),
 //!   with their rate over `default`'s. Read the median here: the fastest
@@ -162,6 +169,8 @@ fn main() {
     let (cost, owned) = (Bare::<3, true>::new(8), Owned(Bare::<3, true>::new(8)));
     let mut service = AsService::<3, true>::new(8);
     let mut random = tower_lb(pick::Random, 8);
+    let mut least = tower_lb(pick::P2cLeastInFlight, 8);
+    let mut least_1024 = tower_lb(pick::P2cLeastInFlight, 1024);
     // Its own balancer, so that the `default` row's endpoints never carry
     // what two threads left in them.
     let one_of_two = tower_lb(pick::PeakEwma::default(), 8);
@@ -215,6 +224,11 @@ fn main() {
         ),
         ("bare_service", Box::new(|cx| batch(&mut service, cx, N))),
         ("random", Box::new(|cx| batch(&mut random, cx, N))),
+        ("least_in_flight", Box::new(|cx| batch(&mut least, cx, N))),
+        (
+            "least_in_flight_1024",
+            Box::new(|cx| batch(&mut least_1024, cx, N)),
+        ),
         (
             "shared_2t",
             Box::new(|_| pair(&mut shared.0, &mut shared.1, N)),
@@ -294,6 +308,8 @@ fn main() {
         ("bare_service", "tower_p2c"),
         ("default", "bare_service"),
         ("random", "bare_service"),
+        ("least_in_flight", "tower_p2c"),
+        ("least_in_flight_1024", "tower_p2c_1024"),
         ("lanes", "tower_p2c"),
         ("lanes", "default"),
         ("metrics", "default"),
